@@ -1,0 +1,2 @@
+"""kbatchd, the process: command line, configuration, supervisor, cluster I/O, reconcilers,
+placement and the simulated cluster."""

@@ -1,0 +1,394 @@
+"""Slim Kubernetes objects: only the fields kbatchd folds and decides on.
+
+Raw API JSON is decoded by msgspec straight into small *wire* structs that mirror the API's
+shape (camelCase, unknown fields ignored), then flattened into the slim structs stored in the
+log. Generated client model classes never appear here: they are far too slow for the watch
+path. Pod effective requests are computed once at decode time, so a replay never parses a
+quantity string.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import msgspec
+
+from events.quantity import QuantityError, add_into, resource_map
+
+Quantity = str | int | float
+
+# ---------------------------------------------------------------------------------------------
+# Slim objects (what the log stores)
+
+
+class OwnerRef(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    kind: str
+    name: str
+    uid: str
+    controller: bool = False
+
+
+class Taint(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    key: str
+    effect: str
+    value: str = ""
+
+
+class KObject(msgspec.Struct, frozen=True, array_like=True, gc=False, tag_field="kind"):
+    """Metadata every slim object carries. Timestamps are Unix milliseconds."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    rv: str = ""
+    generation: int = 0
+    created: int = 0
+    deletion_ts: int | None = None
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    owners: tuple[OwnerRef, ...] = ()
+    finalizers: tuple[str, ...] = ()
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        for owner in self.owners:
+            if owner.controller:
+                return owner
+        return None
+
+
+class Pod(KObject, frozen=True, tag="Pod"):
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    pod_group: str = ""
+    priority: int = 0
+    requests: dict[str, int] = {}
+    scheduling_gates: tuple[str, ...] = ()
+    phase: str = "Pending"
+    conditions: dict[str, str] = {}
+    restart_count: int = 0
+    exit_codes: dict[str, int] = {}
+    grace_seconds: int = 30
+
+    @property
+    def ready(self) -> bool:
+        return self.conditions.get("Ready") == "True"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+class Node(KObject, frozen=True, tag="Node"):
+    allocatable: dict[str, int] = {}
+    ready: bool = False
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+
+
+class Job(KObject, frozen=True, tag="Job"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+class JobSet(KObject, frozen=True, tag="JobSet"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+class Workload(KObject, frozen=True, tag="Workload"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+class PodGroup(KObject, frozen=True, tag="PodGroup"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+class PersistentVolumeClaim(KObject, frozen=True, tag="PersistentVolumeClaim"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim
+
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+KINDS: Final[dict[str, type[KObject]]] = {
+    cls.__name__: cls for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim)
+}
+
+
+def object_key(cluster: str, namespace: str, name: str) -> str:
+    """The key of an object within its kind: ``cluster/namespace/name`` (namespace empty for
+    cluster-scoped kinds)."""
+    return f"{cluster}/{namespace}/{name}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Wire structs (the API's JSON shape, only the fields we read)
+
+
+class _Owner(msgspec.Struct, rename="camel"):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class _Meta(msgspec.Struct, rename="camel"):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[_Owner] | None = None
+    finalizers: list[str] | None = None
+
+
+class _Resources(msgspec.Struct):
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class _Container(msgspec.Struct, rename="camel"):
+    name: str = ""
+    resources: _Resources | None = None
+    restart_policy: str | None = None
+
+
+class _Named(msgspec.Struct):
+    name: str = ""
+
+
+class _SchedulingGroup(msgspec.Struct, rename="camel"):
+    pod_group_name: str = ""
+
+
+class _PodSpec(msgspec.Struct, rename="camel"):
+    node_name: str = ""
+    scheduler_name: str = "default-scheduler"
+    priority: int | None = None
+    containers: list[_Container] = []
+    init_containers: list[_Container] | None = None
+    overhead: dict[str, Quantity] | None = None
+    scheduling_gates: list[_Named] | None = None
+    scheduling_group: _SchedulingGroup | None = None
+    termination_grace_period_seconds: int | None = None
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Terminated(msgspec.Struct, rename="camel"):
+    exit_code: int = 0
+
+
+class _ContainerState(msgspec.Struct):
+    terminated: _Terminated | None = None
+
+
+class _ContainerStatus(msgspec.Struct, rename="camel"):
+    name: str = ""
+    restart_count: int = 0
+    state: _ContainerState | None = None
+    last_state: _ContainerState | None = None
+
+
+class _PodStatus(msgspec.Struct, rename="camel"):
+    phase: str = "Pending"
+    conditions: list[_Condition] | None = None
+    container_statuses: list[_ContainerStatus] | None = None
+
+
+class _WirePod(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
+    status: _PodStatus = msgspec.field(default_factory=_PodStatus)
+
+
+class _Taint(msgspec.Struct):
+    key: str = ""
+    effect: str = ""
+    value: str | None = None
+
+
+class _NodeSpec(msgspec.Struct):
+    unschedulable: bool = False
+    taints: list[_Taint] | None = None
+
+
+class _NodeStatus(msgspec.Struct):
+    allocatable: dict[str, Quantity] | None = None
+    conditions: list[_Condition] | None = None
+
+
+class _WireNode(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _NodeSpec = msgspec.field(default_factory=_NodeSpec)
+    status: _NodeStatus = msgspec.field(default_factory=_NodeStatus)
+
+
+class _WireGeneric(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+class ObjectError(ValueError):
+    """An API object that cannot be decoded; the message names the field and the value."""
+
+
+_POD_DECODER: Final = msgspec.json.Decoder(_WirePod)
+_NODE_DECODER: Final = msgspec.json.Decoder(_WireNode)
+_GENERIC_DECODER: Final = msgspec.json.Decoder(_WireGeneric)
+
+
+def timestamp_ms(text: str | None, field: str = "metadata timestamp") -> int | None:
+    """RFC 3339 time as Unix milliseconds (``None`` stays ``None``); errors name `field`."""
+    if text is None:
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError as exc:
+        raise ObjectError(f"{field}: invalid RFC 3339 time {text!r}") from exc
+
+
+def _meta_fields(meta: _Meta) -> dict[str, Any]:
+    return {
+        "name": meta.name,
+        "namespace": meta.namespace,
+        "uid": meta.uid,
+        "rv": meta.resource_version,
+        "generation": meta.generation,
+        "created": timestamp_ms(meta.creation_timestamp, "metadata.creationTimestamp") or 0,
+        "deletion_ts": timestamp_ms(meta.deletion_timestamp, "metadata.deletionTimestamp"),
+        "labels": meta.labels or {},
+        "annotations": meta.annotations or {},
+        "owners": tuple(
+            OwnerRef(o.kind, o.name, o.uid, bool(o.controller)) for o in meta.owner_references or ()
+        ),
+        "finalizers": tuple(meta.finalizers or ()),
+    }
+
+
+def _container_requests(container: _Container, where: str) -> dict[str, int]:
+    resources = container.resources
+    if resources is None:
+        return {}
+    # The API server defaults a missing request to the limit; do the same for raw manifests.
+    merged: dict[str, Quantity] = dict(resources.limits or {})
+    merged.update(resources.requests or {})
+    try:
+        return resource_map(merged)
+    except QuantityError as exc:
+        raise ObjectError(f"{where}.resources: {exc}") from exc
+
+
+def effective_requests(spec: _PodSpec) -> dict[str, int]:
+    """Pod requests as the scheduler sees them: the larger of the app containers' sum (plus
+    restartable init containers) and the largest plain init container, plus overhead."""
+    total: dict[str, int] = {}
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for i, container in enumerate(spec.init_containers or ()):
+        requests = _container_requests(container, f"spec.initContainers[{i}]")
+        if container.restart_policy == "Always":
+            add_into(sidecars, requests)
+        else:
+            for name, value in requests.items():
+                # A plain init container runs beside the sidecars started before it.
+                init_peak[name] = max(init_peak.get(name, 0), value + sidecars.get(name, 0))
+    for i, container in enumerate(spec.containers):
+        add_into(total, _container_requests(container, f"spec.containers[{i}]"))
+    add_into(total, sidecars)
+    for name, value in init_peak.items():
+        if value > total.get(name, 0):  # never store a zero request (one representation)
+            total[name] = value
+    if spec.overhead:
+        try:
+            add_into(total, resource_map(spec.overhead))
+        except QuantityError as exc:
+            raise ObjectError(f"spec.overhead: {exc}") from exc
+    return total
+
+
+def pod_from_wire(wire: _WirePod) -> Pod:
+    spec, status = wire.spec, wire.status
+    exit_codes: dict[str, int] = {}
+    restarts = 0
+    for cs in status.container_statuses or ():
+        restarts += cs.restart_count
+        terminated = cs.state.terminated if cs.state else None
+        if terminated is None and cs.last_state is not None:
+            terminated = cs.last_state.terminated
+        if terminated is not None:
+            exit_codes[cs.name] = terminated.exit_code
+    return Pod(
+        **_meta_fields(wire.metadata),
+        node_name=spec.node_name,
+        scheduler_name=spec.scheduler_name,
+        pod_group=spec.scheduling_group.pod_group_name if spec.scheduling_group else "",
+        priority=spec.priority or 0,
+        requests=effective_requests(spec),
+        scheduling_gates=tuple(g.name for g in spec.scheduling_gates or ()),
+        phase=status.phase,
+        conditions={c.type: c.status for c in status.conditions or ()},
+        restart_count=restarts,
+        exit_codes=exit_codes,
+        grace_seconds=30
+        if spec.termination_grace_period_seconds is None
+        else spec.termination_grace_period_seconds,
+    )
+
+
+def node_from_wire(wire: _WireNode) -> Node:
+    try:
+        allocatable = resource_map(wire.status.allocatable)
+    except QuantityError as exc:
+        raise ObjectError(f"status.allocatable: {exc}") from exc
+    ready = any(c.type == "Ready" and c.status == "True" for c in wire.status.conditions or ())
+    return Node(
+        **_meta_fields(wire.metadata),
+        allocatable=allocatable,
+        ready=ready,
+        unschedulable=wire.spec.unschedulable,
+        taints=tuple(Taint(t.key, t.effect, t.value or "") for t in wire.spec.taints or ()),
+    )
+
+
+def decode_object(kind: str, raw: bytes | str) -> SlimObject:
+    """Decode one API object's JSON into its slim struct.
+
+    Raises `ObjectError` naming the kind and the offending field for malformed input.
+    """
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise ObjectError(f"kind {kind!r} is not one kbatchd folds")
+    try:
+        if kind == "Pod":
+            return pod_from_wire(_POD_DECODER.decode(raw))
+        if kind == "Node":
+            return node_from_wire(_NODE_DECODER.decode(raw))
+        wire = _GENERIC_DECODER.decode(raw)
+        obj = cls(**_meta_fields(wire.metadata), spec=wire.spec, status=wire.status)  # type: ignore[call-arg]
+        return obj  # type: ignore[return-value]
+    except msgspec.ValidationError as exc:
+        raise ObjectError(f"{kind}: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise ObjectError(f"{kind}: malformed JSON ({exc})") from exc
+    except ObjectError as exc:
+        raise ObjectError(f"{kind}: {exc}") from exc
+
+
+def decode_object_dict(kind: str, raw: dict[str, Any]) -> SlimObject:
+    """`decode_object` for an already parsed JSON mapping."""
+    return decode_object(kind, msgspec.json.encode(raw))
