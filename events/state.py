@@ -1,0 +1,91 @@
+"""Folded state: every object kbatchd knows, the topology tree, and decisions in flight.
+
+A msgspec struct so that a snapshot is one msgpack encode and equality is structural (the
+property tests compare a fold from empty with a fold from a snapshot).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from events.objects import (
+    Job,
+    JobSet,
+    KObject,
+    Node,
+    PersistentVolumeClaim,
+    Pod,
+    PodGroup,
+    Workload,
+)
+from events.schema import Decided
+from events.topology import DEFAULT_LEVELS, Topology
+
+
+class InFlight(msgspec.Struct, array_like=True):
+    """A decision some of whose intents have no outcome yet."""
+
+    decision: Decided
+    pending: list[int]
+
+
+class State(msgspec.Struct):
+    seq: int = 0
+    now: int = 0
+    pods: dict[str, Pod] = {}
+    nodes: dict[str, Node] = {}
+    jobs: dict[str, Job] = {}
+    jobsets: dict[str, JobSet] = {}
+    workloads: dict[str, Workload] = {}
+    podgroups: dict[str, PodGroup] = {}
+    pvcs: dict[str, PersistentVolumeClaim] = {}
+    topology: Topology = msgspec.field(default_factory=Topology)
+    # ``cluster/Kind`` -> the newest resourceVersion seen, where a watch resumes.
+    watermarks: dict[str, str] = {}
+    # ``cluster/Kind`` -> seq of the newest completed list.
+    synced: dict[str, int] = {}
+    inflight: dict[int, InFlight] = {}
+
+    def table(self, kind: str) -> dict[str, KObject]:
+        """The objects of one kind, keyed by ``cluster/namespace/name``."""
+        return getattr(self, TABLES[kind])  # type: ignore[no-any-return]
+
+    def get(self, ref: str) -> KObject | None:
+        """An object by its ref, ``Kind/cluster/namespace/name``."""
+        kind, _, key = ref.partition("/")
+        if kind not in TABLES:
+            return None
+        return self.table(kind).get(key)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(self.table(kind)) for kind in TABLES}
+
+
+TABLES: Final = {
+    "Pod": "pods",
+    "Node": "nodes",
+    "Job": "jobs",
+    "JobSet": "jobsets",
+    "Workload": "workloads",
+    "PodGroup": "podgroups",
+    "PersistentVolumeClaim": "pvcs",
+}
+
+
+def empty_state(levels: tuple[str, ...] = DEFAULT_LEVELS) -> State:
+    return State(topology=Topology(levels=levels))
+
+
+_STATE_ENCODER: Final = msgspec.msgpack.Encoder()
+_STATE_DECODER: Final = msgspec.msgpack.Decoder(State)
+
+
+def encode_state(state: State) -> bytes:
+    """A snapshot body."""
+    return _STATE_ENCODER.encode(state)
+
+
+def decode_state(body: bytes) -> State:
+    return _STATE_DECODER.decode(body)

@@ -1,0 +1,172 @@
+"""The topology tree (block → rack → host by default) with capacity and usage per domain.
+
+Kept incrementally: a node joining, leaving or changing moves only its own contribution up
+its path, and a pod binding or finishing moves only its requests. Domain ids are the label
+values from the widest level down, joined by ``,`` as Kueue does, prefixed with the cluster:
+``cluster/b1,r1,h1``. Nodes take part only when Ready, schedulable and labelled at every
+level (Kueue's rule); pods on other nodes are still charged to those nodes, so a node that
+becomes Ready later brings its true usage with it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from events.objects import TERMINAL_PHASES, Node, Pod
+
+DEFAULT_LEVELS: Final = (
+    "cloud.provider.com/topology-block",
+    "cloud.provider.com/topology-rack",
+    "kubernetes.io/hostname",
+)
+
+Amounts = dict[str, int]
+
+
+def _add(table: dict[str, Amounts], domain: str, amounts: Amounts, sign: int) -> None:
+    """Add `amounts` (times `sign`) into ``table[domain]``; zero entries and empty maps vanish
+    so that equal usage always has one representation."""
+    current = table.get(domain)
+    if current is None:
+        current = table[domain] = {}
+    for name, value in amounts.items():
+        updated = current.get(name, 0) + sign * value
+        if updated:
+            current[name] = updated
+        else:
+            current.pop(name, None)
+    if not current:
+        del table[domain]
+
+
+def _add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: int) -> None:
+    """`_add` of one pod's requests plus its ``pods: 1``, in one pass (the hot path)."""
+    current = table.get(domain)
+    if current is None:
+        current = table[domain] = {}
+    for name, value in requests.items():
+        updated = current.get(name, 0) + sign * value
+        if updated:
+            current[name] = updated
+        else:
+            del current[name]
+    pods = current.get("pods", 0) + sign
+    if pods:
+        current["pods"] = pods
+    else:
+        del current["pods"]
+        if not current:
+            del table[domain]
+
+
+class Charge(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """What one pod takes from one node: its effective requests plus one `pods`."""
+
+    node: str
+    requests: Amounts
+
+
+class Topology(msgspec.Struct):
+    levels: tuple[str, ...] = DEFAULT_LEVELS
+    # Participating nodes: node key -> the domain ids on its path, widest first, leaf last.
+    paths: dict[str, tuple[str, ...]] = {}
+    # The allocatable each participating node contributed when it joined.
+    node_capacity: dict[str, Amounts] = {}
+    # Usage per node key, for every node a bound pod names (participating or not).
+    node_used: dict[str, Amounts] = {}
+    capacity: dict[str, Amounts] = {}
+    used: dict[str, Amounts] = {}
+    members: dict[str, int] = {}
+    charges: dict[str, Charge] = {}
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def free(self, domain: str) -> Amounts:
+        """Capacity minus usage of a domain (negative where it is overcommitted)."""
+        free = dict(self.capacity.get(domain, {}))
+        for name, value in self.used.get(domain, {}).items():
+            free[name] = free.get(name, 0) - value
+        return free
+
+    def leaf_of(self, node_key: str) -> str | None:
+        path = self.paths.get(node_key)
+        return path[-1] if path else None
+
+    def domains_at(self, level: int) -> list[str]:
+        """Domain ids at depth `level` (0 = widest), sorted."""
+        return sorted({path[level] for path in self.paths.values()})
+
+    # -- changes ----------------------------------------------------------------------------
+
+    def path_for(self, cluster: str, node: Node) -> tuple[str, ...] | None:
+        """The node's domain path, or None when it does not take part in the tree."""
+        if not node.ready or node.unschedulable or node.deletion_ts is not None:
+            return None
+        values: list[str] = []
+        for level in self.levels:
+            value = node.labels.get(level)
+            if value is None:
+                return None
+            values.append(value)
+        return tuple(f"{cluster}/{','.join(values[: i + 1])}" for i in range(len(values)))
+
+    def set_node(self, cluster: str, node_key: str, node: Node | None) -> bool:
+        """Account for a node being added, changed or (``node=None``) removed. Returns whether
+        any capacity moved."""
+        new_path = self.path_for(cluster, node) if node is not None else None
+        new_capacity = node.allocatable if node is not None and new_path is not None else None
+        old_path = self.paths.get(node_key)
+        if old_path == new_path and self.node_capacity.get(node_key) == new_capacity:
+            return False
+        used = self.node_used.get(node_key, {})
+        if old_path is not None:
+            old_capacity = self.node_capacity.pop(node_key)
+            del self.paths[node_key]
+            for domain in old_path:
+                _add(self.capacity, domain, old_capacity, -1)
+                if used:
+                    _add(self.used, domain, used, -1)
+                remaining = self.members[domain] - 1
+                if remaining:
+                    self.members[domain] = remaining
+                else:
+                    del self.members[domain]
+        if new_path is not None and new_capacity is not None:
+            self.paths[node_key] = new_path
+            self.node_capacity[node_key] = new_capacity
+            for domain in new_path:
+                _add(self.capacity, domain, new_capacity, 1)
+                if used:
+                    _add(self.used, domain, used, 1)
+                self.members[domain] = self.members.get(domain, 0) + 1
+        return True
+
+    def charge_pod(self, node_key_prefix: str, pod_key: str, pod: Pod | None) -> bool:
+        """Account for a pod's usage: bound and not terminal pods take their requests from
+        their node. `node_key_prefix` is ``cluster//`` (node keys are cluster-scoped).
+        Returns whether any usage moved."""
+        old = self.charges.get(pod_key)
+        if pod is not None and pod.node_name and pod.phase not in TERMINAL_PHASES:
+            node = node_key_prefix + pod.node_name
+            if old is not None and old.node == node and old.requests == pod.requests:
+                return False
+            wanted: Charge | None = Charge(node, pod.requests)
+        elif old is None:
+            return False
+        else:
+            wanted = None
+        if old is not None:
+            del self.charges[pod_key]
+            self._move(old, -1)
+        if wanted is not None:
+            self.charges[pod_key] = wanted
+            self._move(wanted, 1)
+        return True
+
+    def _move(self, charge: Charge, sign: int) -> None:
+        _add_pod(self.node_used, charge.node, charge.requests, sign)
+        used = self.used
+        for domain in self.paths.get(charge.node, ()):
+            _add_pod(used, domain, charge.requests, sign)
