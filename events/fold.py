@@ -8,8 +8,9 @@ the old value keeps a snapshot, which is what `events.state.encode_state` is for
 
 from __future__ import annotations
 
+from events import expectations
 from events.objects import Node, Pod
-from events.schema import Decided, Event, Observed, Outcome, Resynced
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
 
 Dirty = set[str]
@@ -24,10 +25,12 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
     if isinstance(event, Observed):
         _observed(state, event, dirty)
     elif isinstance(event, Decided):
-        if event.intents:
-            state.inflight[seq] = InFlight(event, list(range(len(event.intents))))
+        _decided(state, seq, event)
     elif isinstance(event, Outcome):
         _outcome(state, event, dirty)
+    elif isinstance(event, Tick):
+        if state.expected:
+            expectations.expire(state, state.now, dirty)
     elif isinstance(event, Resynced):
         mark = f"{event.cluster}/{event.kind}"
         state.synced[mark] = seq
@@ -59,8 +62,11 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         state.topology.charge_pod(f"{cluster}//", key, None if deleted else obj)
     elif isinstance(obj, Node):
         state.topology.set_node(cluster, key, None if deleted else obj)
+    ref = f"{kind}/{key}"
+    if state.expected:
+        expectations.observe(state, ref, None if deleted else obj, dirty)
     if dirty is not None:
-        dirty.add(f"{kind}/{key}")
+        dirty.add(ref)
         owner = obj.controller
         if owner is not None:
             dirty.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
@@ -68,10 +74,18 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
             dirty.add(f"PodGroup/{cluster}/{obj.namespace}/{obj.pod_group}")
 
 
+def _decided(state: State, seq: int, event: Decided) -> None:
+    state.reasons[f"{event.reconciler} {event.key}"] = event.reason
+    if event.intents:
+        state.inflight[seq] = InFlight(event, list(range(len(event.intents))))
+        expectations.expect(state, seq, event)
+
+
 def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
     flight = state.inflight.get(event.decision)
-    if flight is None:
+    if flight is None or not 0 <= event.index < len(flight.decision.intents):
         return
+    expectations.settle(state, event, flight.decision.intents[event.index].ref, dirty)
     if event.index in flight.pending:
         flight.pending.remove(event.index)
     if not flight.pending:

@@ -84,6 +84,7 @@ class Outcome(_Event, frozen=True, tag="outcome"):
     code: int = 0
     message: str = ""
     resource_version: str = ""
+    uid: str = ""
 
 
 Event = Observed | Resynced | Tick | Decided | Outcome

@@ -31,6 +31,21 @@ class InFlight(msgspec.Struct, array_like=True):
     pending: list[int]
 
 
+class Expectation(msgspec.Struct, array_like=True):
+    """An object a decision changed (or is changing) that the watch has not yet shown.
+
+    Like client-go's controller expectations: until the change is observed, the deciding key
+    would decide from stale state, so it is not reconciled again."""
+
+    decision: int
+    key: str
+    op: str
+    since: int
+    uid: str = ""
+    rv: str = ""
+    done: bool = False
+
+
 class State(msgspec.Struct):
     seq: int = 0
     now: int = 0
@@ -47,6 +62,11 @@ class State(msgspec.Struct):
     # ``cluster/Kind`` -> seq of the newest completed list.
     synced: dict[str, int] = {}
     inflight: dict[int, InFlight] = {}
+    # object ref -> the change to it not yet observed; key -> how many such refs it awaits.
+    expected: dict[str, Expectation] = {}
+    awaiting: dict[str, int] = {}
+    # ``reconciler key`` -> the reason of its newest decision.
+    reasons: dict[str, str] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

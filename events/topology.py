@@ -50,8 +50,8 @@ def _add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: in
         updated = current.get(name, 0) + sign * value
         if updated:
             current[name] = updated
-        else:
-            del current[name]
+        else:  # pop: a zero request (``nvidia.com/gpu: 0``) may never have been stored
+            current.pop(name, None)
     pods = current.get("pods", 0) + sign
     if pods:
         current["pods"] = pods
