@@ -1,0 +1,526 @@
+"""The event log: one SQLite database in WAL mode holding every event under a dense `seq`.
+
+Appends from any number of producers meet in one writer task, which commits whatever is
+queued in a single transaction (group commit) and only then hands the producers their seqs:
+an acknowledged append survives a crash of the process (with ``synchronous=NORMAL`` an OS
+crash may lose the newest commits, never corrupt the log). Reads go through their own
+read-only connection, so a replay or a history query never waits behind the writer and can
+never write.
+
+Errors about the file itself are `LogError`s whose message is one self-contained line naming
+the file, ready for a CLI to print.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, cast
+
+import aiosqlite
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from events.migrate import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    Migration,
+    MigrationError,
+    apply_migrations,
+    schema_version,
+)
+from events.schema import Event, decode_event, encode_event, event_ref
+
+_SQLITE_MAGIC: Final = b"SQLite format 3\x00"
+_TABLES: Final = frozenset({"events", "snapshots", "schema_migrations"})
+_INSERT: Final = "INSERT INTO events (seq, at, ref, body) VALUES (?, ?, ?, ?)"
+_RANGE: Final = "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
+_MAX_SEQ: Final = 2**63 - 1
+# Rows per read query: enough to make the round trip to SQLite's thread negligible.
+_READ_BATCH: Final = 1_000
+
+_Row = tuple[int, str | None, bytes]
+
+
+class LogError(Exception):
+    """A log that cannot be opened, read or written; the message names the file."""
+
+
+class NotALog(LogError):
+    """The file is not SQLite, or is SQLite but not a kbatchd event log."""
+
+
+class SchemaTooNew(LogError):
+    """The log was written by a newer kbatchd than this one."""
+
+
+class SchemaTooOld(LogError):
+    """The log needs migrating, which a read-only open may not do."""
+
+
+class CorruptLog(LogError):
+    """The database is damaged (truncated, malformed pages, missing events)."""
+
+
+class CorruptEvent(CorruptLog):
+    """One stored event body does not decode."""
+
+    def __init__(self, path: str, seq: int, detail: str) -> None:
+        super().__init__(f"{path}: event seq {seq} is corrupt: {detail}")
+        self.seq = seq
+
+
+@dataclass
+class Stats:
+    """Counters of the writer; `transactions` much below `appends` is group commit working."""
+
+    appends: int = 0
+    events: int = 0
+    transactions: int = 0
+    failed_transactions: int = 0
+
+
+class _Append:
+    __slots__ = ("done", "error", "first", "rows")
+
+    def __init__(self, rows: list[_Row]) -> None:
+        self.rows = rows
+        self.done = anyio.Event()
+        self.first = 0
+        self.error: LogError | None = None
+
+
+class EventBatch:
+    """A batch of stored events, decoded one at a time as it is iterated.
+
+    Decoding each event just before the caller uses it keeps the event in the CPU caches
+    while it is folded; decoding a whole batch up front made a replay a third slower.
+    """
+
+    __slots__ = ("_name", "_rows")
+
+    def __init__(self, name: str, rows: list[tuple[int, bytes]]) -> None:
+        self._name = name
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __iter__(self) -> Iterator[tuple[int, Event]]:
+        for seq, body in self._rows:
+            try:
+                event = decode_event(body)
+            except (msgspec.DecodeError, TypeError) as exc:
+                raise CorruptEvent(self._name, seq, str(exc)) from exc
+            yield seq, event
+
+
+class EventLog:
+    """An open event log; get one with ``async with EventLog.open(path) as log``."""
+
+    def __init__(
+        self,
+        name: str,
+        reader: aiosqlite.Connection,
+        writer: aiosqlite.Connection | None,
+        send: MemoryObjectSendStream[_Append] | None,
+        last_seq: int,
+        max_batch: int,
+    ) -> None:
+        self._name = name
+        self._reader = reader
+        self._writer = writer
+        self._send = send
+        self._last_seq = last_seq
+        self._max_batch = max_batch
+        # Serialises the writer connection between event batches and snapshots.
+        self._write_lock = anyio.Lock()
+        self.stats = Stats()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        max_batch: int = 10_000,
+        max_queued: int = 1_000,
+    ) -> AsyncIterator[EventLog]:
+        """Open (read-write: create and migrate if needed) the log at `path`.
+
+        Read-write starts the writer task; leaving the context flushes every queued append,
+        also when leaving by cancellation. Read-only never writes to the database (beside a
+        cleanly closed log SQLite still creates the empty -wal and -shm files it reads
+        through). `migrations` is for tests; `max_queued` bounds the appends waiting for the
+        writer (back-pressure).
+        """
+        name = os.fspath(path)
+        last_seq = await anyio.to_thread.run_sync(_prepare, name, readonly, migrations)
+        async with AsyncExitStack() as stack:
+            writer = None if readonly else await _connect(name, readonly=False)
+            if writer is not None:
+                # Closed last (the stack unwinds in reverse): the last connection to close
+                # checkpoints the WAL into the database and removes it.
+                stack.push_async_callback(_close, writer)
+            reader = await _connect(name, readonly=True)
+            stack.push_async_callback(_close, reader)
+            if writer is None:
+                yield cls(name, reader, None, None, last_seq, max_batch)
+                return
+            send, receive = anyio.create_memory_object_stream[_Append](max_queued)
+            log = cls(name, reader, writer, send, last_seq, max_batch)
+            failure: Exception | None = None
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(log._write_loop, receive)
+                try:
+                    yield log
+                except Exception as exc:
+                    # Re-raised below rather than through the task group, which would wrap it
+                    # in an ExceptionGroup: a LogError from the caller's block stays one.
+                    failure = exc
+                finally:
+                    send.close()
+            if failure is not None:
+                raise failure
+
+    @property
+    def path(self) -> str:
+        return self._name
+
+    @property
+    def readonly(self) -> bool:
+        return self._writer is None
+
+    @property
+    def last_seq(self) -> int:
+        """The newest seq: as of the last commit (read-write) or of opening (read-only)."""
+        return self._last_seq
+
+    # -----------------------------------------------------------------------------------------
+    # Appending
+
+    async def append(self, events: Sequence[Event]) -> list[int]:
+        """Append `events` in order, all or none, and return their seqs once durable."""
+        if not events:
+            return []
+        if self._send is None:
+            raise RuntimeError(f"{self._name}: log is open read-only")
+        # Encoding here, in the producer, overlaps with the writer thread's inserts.
+        item = _Append([(e.at, event_ref(e), encode_event(e)) for e in events])
+        try:
+            await self._send.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise RuntimeError(f"{self._name}: log is closed") from None
+        await item.done.wait()
+        if item.error is not None:
+            raise item.error
+        return list(range(item.first, item.first + len(item.rows)))
+
+    async def _write_loop(self, receive: MemoryObjectReceiveStream[_Append]) -> None:
+        # Shielded: on cancellation the owner closes the stream and this still commits what
+        # was queued, so no append is left half-done. It ends when the stream is closed.
+        with anyio.CancelScope(shield=True), receive:
+            async for first in receive:
+                batch = [first]
+                size = len(first.rows)
+                while size < self._max_batch:
+                    try:
+                        item = receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    batch.append(item)
+                    size += len(item.rows)
+                await self._commit(batch)
+
+    async def _commit(self, batch: list[_Append]) -> None:
+        try:
+            await self._transaction(batch)
+        except LogError as exc:
+            if len(batch) > 1:
+                # Retry one by one so that a bad append fails only its own producer.
+                for item in batch:
+                    await self._commit([item])
+                return
+            batch[0].error = exc
+        for item in batch:
+            item.done.set()
+
+    async def _transaction(self, batch: list[_Append]) -> None:
+        writer = cast(aiosqlite.Connection, self._writer)
+        first = next_seq = self._last_seq + 1
+        rows: list[tuple[int, int, str | None, bytes]] = []
+        for item in batch:
+            item.first = next_seq
+            rows += [
+                (seq, at, ref, body)
+                for seq, (at, ref, body) in enumerate(item.rows, start=next_seq)
+            ]
+            next_seq += len(item.rows)
+        async with self._write_lock:
+            try:
+                # The writer connection's isolation_level makes executemany open the
+                # transaction (BEGIN IMMEDIATE) itself: one round trip to its thread fewer.
+                await writer.executemany(_INSERT, rows)
+                await writer.commit()
+            except Exception as exc:
+                self.stats.failed_transactions += 1
+                await self._recover(writer)
+                raise LogError(
+                    f"{self._name}: appending seq {first}..{next_seq - 1} failed: {exc}"
+                ) from exc
+        self._last_seq = next_seq - 1
+        self.stats.transactions += 1
+        self.stats.appends += len(batch)
+        self.stats.events += len(rows)
+
+    async def _recover(self, writer: aiosqlite.Connection) -> None:
+        with suppress(sqlite3.Error):
+            await writer.rollback()
+        # Seqs must stay dense: continue from what the file holds, not from our guess.
+        with suppress(sqlite3.Error):
+            (self._last_seq,) = await _fetchone(writer, "SELECT coalesce(max(seq), 0) FROM events")
+
+    # -----------------------------------------------------------------------------------------
+    # Reading
+
+    async def read_raw_batches(
+        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+    ) -> AsyncIterator[list[tuple[int, bytes]]]:
+        """Stored events `from_seq..until` (inclusive) in lists of up to `batch`, undecoded.
+
+        The end is fixed when reading starts: events appended meanwhile are not included.
+        """
+        end = await self.count()
+        if until is not None:
+            end = min(end, until)
+        low = max(from_seq, 1)
+        while low <= end:
+            high = min(low + batch - 1, end)
+            rows = cast(
+                list[tuple[int, bytes]],
+                await self._fetch(_RANGE, (low, high), f"reading events seq {low}..{high}"),
+            )
+            if len(rows) != high - low + 1:
+                raise CorruptLog(
+                    f"{self._name}: events missing in seq {low}..{high} "
+                    f"({len(rows)} of {high - low + 1} found)"
+                )
+            yield rows
+            low = high + 1
+
+    async def read_batches(
+        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+    ) -> AsyncIterator[EventBatch]:
+        """`read_raw_batches`, decoding as they are iterated: the fast path for a replay."""
+        async for rows in self.read_raw_batches(from_seq, until, batch):
+            yield EventBatch(self._name, rows)
+
+    async def read_raw(
+        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+    ) -> AsyncIterator[tuple[int, bytes]]:
+        async for rows in self.read_raw_batches(from_seq, until, batch):
+            for row in rows:
+                yield row
+
+    async def read(
+        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+    ) -> AsyncIterator[tuple[int, Event]]:
+        async for events in self.read_batches(from_seq, until, batch):
+            for pair in events:
+                yield pair
+
+    async def events_for(self, ref: str, until: int | None = None) -> list[tuple[int, Event]]:
+        """Every event about `ref` (see `events.schema.event_ref`), oldest first."""
+        rows = await self._fetch(
+            "SELECT seq, body FROM events WHERE ref = ? AND seq <= ? ORDER BY seq",
+            (ref, _MAX_SEQ if until is None else until),
+            f"reading the events of {ref}",
+        )
+        return list(EventBatch(self._name, cast(list[tuple[int, bytes]], rows)))
+
+    async def count(self) -> int:
+        """How many events the file holds now (seqs are dense, so also the newest seq)."""
+        rows = await self._fetch("SELECT coalesce(max(seq), 0) FROM events", (), "reading the head")
+        return int(rows[0][0])
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...], doing: str) -> list[tuple[Any, ...]]:
+        with _translate(self._name, doing):
+            return cast(list[tuple[Any, ...]], await self._reader.execute_fetchall(sql, params))
+
+    # -----------------------------------------------------------------------------------------
+    # Snapshots
+
+    async def save_snapshot(self, seq: int, body: bytes) -> None:
+        """Store folded state covering events 1..`seq`; saving again for a seq replaces it."""
+        if self._writer is None:
+            raise RuntimeError(f"{self._name}: log is open read-only")
+        if not 1 <= seq <= self._last_seq:
+            raise ValueError(f"snapshot seq {seq} is outside the log (1..{self._last_seq})")
+        with anyio.CancelScope(shield=True), _translate(self._name, f"saving snapshot {seq}"):
+            async with self._write_lock:
+                try:
+                    await self._writer.execute(
+                        "INSERT OR REPLACE INTO snapshots (seq, created_at, body) VALUES (?, ?, ?)",
+                        (seq, time.time_ns() // 1_000_000, body),
+                    )
+                    await self._writer.commit()
+                except sqlite3.Error:
+                    with suppress(sqlite3.Error):
+                        await self._writer.rollback()
+                    raise
+
+    async def latest_snapshot(self, at_or_before: int | None = None) -> tuple[int, bytes] | None:
+        """The newest snapshot covering no event after `at_or_before`, as ``(seq, body)``."""
+        rows = await self._fetch(
+            "SELECT seq, body FROM snapshots WHERE seq <= ? ORDER BY seq DESC LIMIT 1",
+            (_MAX_SEQ if at_or_before is None else at_or_before,),
+            "reading snapshots",
+        )
+        return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening
+
+
+def _prepare(name: str, readonly: bool, migrations: Sequence[Migration]) -> int:
+    """Check that `name` is a usable log, create or migrate it (read-write only), and return
+    its newest seq. Runs in a worker thread with plain sqlite3. Nothing is written to a file
+    until it is known to be a kbatchd log (or a new, empty one)."""
+    _check_file(name, readonly)
+    with _translate(name, "opening"):
+        conn = _sqlite_connect(name, readonly)
+    try:
+        with _translate(name, "opening"):
+            _check_identity(conn, name, readonly)
+            version = schema_version(conn)
+            known = migrations[-1].version
+            if version > known:
+                raise SchemaTooNew(
+                    f"{name}: log schema version {version} is newer than this kbatchd "
+                    f"(knows up to {known}); upgrade kbatchd"
+                )
+            if version < known:
+                if readonly:
+                    raise SchemaTooOld(
+                        f"{name}: log schema version {version} needs migrating to {known}, "
+                        "which a read-only open does not do; open it read-write once"
+                    )
+                conn.execute("PRAGMA journal_mode = WAL")
+                try:
+                    apply_migrations(conn, migrations)
+                except MigrationError as exc:
+                    raise LogError(f"{name}: {exc}") from exc
+            missing = _TABLES - _tables(conn)
+            if missing:
+                raise NotALog(f"{name}: not a kbatchd log (no table {', '.join(sorted(missing))})")
+            (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+            return int(last_seq)
+    finally:
+        conn.close()
+
+
+def _check_file(name: str, readonly: bool) -> None:
+    """Fail early, with a plain message, where SQLite would be vague or would create a file."""
+    path = Path(name)
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise LogError(f"{name}: directory {path.parent} does not exist") from None
+        if readonly:
+            raise LogError(f"{name}: no such log file") from None
+        return
+    except IsADirectoryError:
+        raise LogError(f"{name}: is a directory, not a log file") from None
+    except OSError as exc:
+        raise LogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    # An empty file is an empty database to SQLite: a new log when opened read-write.
+    if header and header != _SQLITE_MAGIC:
+        raise NotALog(f"{name}: not a kbatchd log (not an SQLite database)")
+
+
+def _check_identity(conn: sqlite3.Connection, name: str, readonly: bool) -> None:
+    (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+    if app_id == APPLICATION_ID:
+        return
+    if app_id != 0:
+        raise NotALog(
+            f"{name}: not a kbatchd log (SQLite application_id {app_id:#010x}, "
+            f"expected {APPLICATION_ID:#010x})"
+        )
+    tables = _tables(conn)
+    if tables:
+        raise NotALog(
+            f"{name}: not a kbatchd log (an SQLite database of another application, "
+            f"with tables {', '.join(sorted(tables))})"
+        )
+    if readonly:
+        raise NotALog(f"{name}: not a kbatchd log (an empty database)")
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _sqlite_connect(name: str, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        # mode=ro: SQLite itself refuses writes; URI form needs an absolute, quoted path.
+        uri = Path(name).absolute().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+    else:
+        conn = sqlite3.connect(name, isolation_level=None)
+    try:
+        # Both per connection, not written to the file. NORMAL: a commit reaches the WAL,
+        # fsync waits for the checkpoint; durable across a crash of the process, not the OS.
+        conn.execute("PRAGMA query_only = ON" if readonly else "PRAGMA synchronous = NORMAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+async def _connect(name: str, *, readonly: bool) -> aiosqlite.Connection:
+    def connector() -> sqlite3.Connection:
+        with _translate(name, "opening"):
+            conn = _sqlite_connect(name, readonly)
+        if not readonly:
+            conn.isolation_level = "IMMEDIATE"
+        return conn
+
+    # aiosqlite.connect() offers no hook for setting pragmas inside its thread.
+    conn = aiosqlite.Connection(connector, iter_chunk_size=10_000)
+    return await conn
+
+
+async def _close(conn: aiosqlite.Connection) -> None:
+    with anyio.CancelScope(shield=True):
+        await conn.close()
+
+
+async def _fetchone(conn: aiosqlite.Connection, sql: str) -> tuple[Any, ...]:
+    rows = cast(list[tuple[Any, ...]], await conn.execute_fetchall(sql))
+    return rows[0]
+
+
+@contextmanager
+def _translate(name: str, doing: str) -> Iterator[None]:
+    """Turn sqlite3 errors into one-line `LogError`s that name the file and the action."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code == sqlite3.SQLITE_NOTADB:
+            raise NotALog(f"{name}: not a kbatchd log ({exc})") from exc
+        if code == sqlite3.SQLITE_CORRUPT:
+            raise CorruptLog(f"{name}: log is corrupt ({exc}) while {doing}") from exc
+        raise LogError(f"{name}: {exc} while {doing}") from exc

@@ -1,0 +1,178 @@
+"""Schema migrations: found, ordered, applied once each, recorded; an older log is upgraded."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from events.migrate import (
+    APPLICATION_ID,
+    CODE_SCHEMA_VERSION,
+    MIGRATIONS,
+    MigrationError,
+    apply_migrations,
+    list_migrations,
+    migrations_dir,
+    schema_version,
+)
+from events.schema import Tick
+from events.store import EventLog, LogError, SchemaTooOld
+
+REPO_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def connect(path: Path) -> closing[sqlite3.Connection]:
+    return closing(sqlite3.connect(path, isolation_level=None))
+
+
+def recorded(path: Path) -> list[tuple[int, str, int]]:
+    with connect(path) as conn:
+        rows = conn.execute("SELECT version, name, applied_at FROM schema_migrations ORDER BY 1")
+        return [tuple(row) for row in rows]
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    """The real 0001 plus two that build on it; written newest first, so that listing order
+    cannot stand in for version order."""
+    directory = tmp_path / "migrations"
+    directory.mkdir()
+    (directory / "0003_label_index.sql").write_text(
+        "CREATE INDEX labels_by_value ON labels (value);\n"
+        "INSERT INTO labels (key, value) VALUES ('order', '3; after 2');\n"
+    )
+    (directory / "0002_labels.sql").write_text(
+        "-- a table for the test; ';' in a comment is not a statement end\n"
+        "CREATE TABLE labels (key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+        "INSERT INTO labels (key, value) VALUES ('first', 'a;b');"
+    )
+    (directory / "README").write_text("not a migration; ignored\n")
+    shutil.copy(REPO_MIGRATIONS / "0001_init.sql", directory)
+    return directory
+
+
+def test_the_shipped_migrations() -> None:
+    assert Path(str(migrations_dir())) == REPO_MIGRATIONS
+    assert MIGRATIONS[0].version == 1
+    assert MIGRATIONS[0].name == "init"
+    assert CODE_SCHEMA_VERSION == len(MIGRATIONS) == MIGRATIONS[-1].version
+
+
+def test_applied_in_order_recorded_and_idempotent(tmp_path: Path, three: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    migrations = list_migrations(three)
+    assert [(m.version, m.name) for m in migrations] == [
+        (1, "init"),
+        (2, "labels"),
+        (3, "label_index"),
+    ]
+    with connect(path) as conn:
+        assert schema_version(conn) == 0
+        assert apply_migrations(conn, migrations) == [1, 2, 3]
+        assert schema_version(conn) == 3
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+        labels = conn.execute("SELECT key, value FROM labels ORDER BY rowid").fetchall()
+        assert labels == [("first", "a;b"), ("order", "3; after 2")]
+    first = recorded(path)
+    assert [(v, n) for v, n, _ in first] == [(1, "init"), (2, "labels"), (3, "label_index")]
+    with connect(path) as conn:
+        assert apply_migrations(conn, migrations) == []
+    assert recorded(path) == first
+
+
+def test_a_failing_migration_leaves_nothing_behind(tmp_path: Path, three: Path) -> None:
+    (three / "0003_label_index.sql").write_text(
+        "CREATE TABLE half_done (x);\nCREATE INDEX broken ON no_such_table (x);\n"
+    )
+    path = tmp_path / "db.sqlite"
+    with connect(path) as conn:
+        with pytest.raises(MigrationError, match=r"0003_label_index\.sql failed: no such table"):
+            apply_migrations(conn, list_migrations(three))
+        assert schema_version(conn) == 2
+        assert not conn.in_transaction
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "labels" in tables
+        assert "half_done" not in tables
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"0001_init.sql": "", "0003_later.sql": ""}, "expected migration 0002, found 0003_later"),
+        ({"0002_first.sql": ""}, "expected migration 0001"),
+        ({"0001_init.sql": "", "0001_again.sql": ""}, "two migrations numbered 0001"),
+        ({"1_init.sql": ""}, "'1_init.sql' is not named like 0001_some_name.sql"),
+        ({"0001-init.sql": ""}, "is not named like"),
+        ({"notes.txt": ""}, "no migrations found"),
+    ],
+)
+def test_bad_migration_directories(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(MigrationError, match=message):
+        list_migrations(tmp_path)
+
+
+def test_a_migration_ending_inside_a_statement(tmp_path: Path) -> None:
+    (tmp_path / "0001_init.sql").write_text(
+        "CREATE TABLE t (x);\nCREATE TRIGGER t_no_delete BEFORE DELETE ON t BEGIN SELECT 1;"
+    )
+    with connect(tmp_path / "db.sqlite") as conn:
+        with pytest.raises(MigrationError, match="ends inside a statement"):
+            apply_migrations(conn, list_migrations(tmp_path))
+        assert schema_version(conn) == 0
+
+
+def test_a_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(MigrationError, match="migrations directory not found"):
+        list_migrations(tmp_path / "nope")
+
+
+@pytest.mark.anyio
+async def test_an_older_log_is_upgraded_on_a_read_write_open(tmp_path: Path, three: Path) -> None:
+    path = tmp_path / "log.db"
+    old, new = list_migrations(three)[:1], list_migrations(three)
+    async with EventLog.open(path, migrations=old) as log:
+        await log.append([Tick(at=i) for i in range(10)])
+    assert [v for v, _, _ in recorded(path)] == [1]
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+
+    with pytest.raises(SchemaTooOld) as info:
+        async with EventLog.open(path, readonly=True, migrations=new):
+            pass
+    message = str(info.value)
+    assert message.startswith(f"{path}: log schema version 1 needs migrating to 3")
+    assert "read-only" in message
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+    async with EventLog.open(path, migrations=new) as log:
+        assert log.last_seq == 10
+        assert await log.append([Tick(at=10)]) == [11]
+    upgraded = recorded(path)
+    assert [v for v, _, _ in upgraded] == [1, 2, 3]
+
+    async with EventLog.open(path, migrations=new) as log:
+        assert [e async for _, e in log.read()] == [Tick(at=i) for i in range(11)]
+    async with EventLog.open(path, readonly=True, migrations=new) as log:
+        assert await log.count() == 11
+    assert recorded(path) == upgraded
+
+
+@pytest.mark.anyio
+async def test_a_failing_migration_at_open_is_a_log_error(tmp_path: Path, three: Path) -> None:
+    (three / "0002_labels.sql").write_text("CREATE TABLE labels (;\n")
+    path = tmp_path / "log.db"
+    with pytest.raises(LogError) as info:
+        async with EventLog.open(path, migrations=list_migrations(three)):
+            pass
+    message = str(info.value)
+    assert message.startswith(f"{path}: migration 0002_labels.sql failed: ")
+    assert "\n" not in message
+    # 0001 stays applied; a fixed kbatchd continues from there.
+    assert [v for v, _, _ in recorded(path)] == [1]
