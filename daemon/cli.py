@@ -1,0 +1,214 @@
+"""The `kbatchd` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+import msgspec
+
+from daemon import config
+from daemon.config import ConfigError
+from daemon.kube.api import ConfigError as ApiConfigError
+from events.replay import (
+    Replayed,
+    describe,
+    iso_time,
+    plain,
+    rebuild,
+    render_summary,
+    summary,
+)
+from events.state import TABLES
+from events.store import EventLog, LogError
+
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kbatchd", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    replay = commands.add_parser("replay", help="rebuild state from a log and print it")
+    replay.add_argument("log", type=Path, help="the SQLite event log")
+    replay.add_argument("--until", type=_positive_int, metavar="SEQ", help="stop after SEQ")
+    replay.add_argument("--json", action="store_true", help="machine-readable output")
+    replay.add_argument(
+        "--show", metavar="KIND/NAMESPACE/NAME", help="one object's state and history"
+    )
+
+    demo = commands.add_parser("demo", help="write a synthetic log, then replay it")
+    demo.add_argument("--var", type=Path, default=Path("var"), help="where the log goes")
+    demo.add_argument("--events", type=_positive_int, default=200_000)
+
+    run = commands.add_parser("run", help="run the daemon")
+    run.add_argument("--config", type=Path, help="TOML settings (default: $KBATCHD_CONFIG)")
+    run.add_argument("--kubeconfig", help="kubeconfig file (overrides the config's clusters)")
+    run.add_argument("--context", help="context in the kubeconfig")
+    run.add_argument("--log", help="the SQLite event log (overrides the config)")
+
+    commands.add_parser("sim", help="run the simulated cluster", add_help=False)
+    commands.add_parser("place", help="what-if topology placement", add_help=False)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["sim"]:
+        from daemon.sim.cli import main as sim_main
+
+        return sim_main(args_list[1:])
+    if args_list[:1] == ["place"]:
+        from daemon.placement.cli import main as place_main
+
+        return place_main(args_list[1:])
+    args = build_parser().parse_args(args_list)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "replay":
+            return anyio.run(_replay, args)
+        if args.command == "demo":
+            from daemon.demo import fresh_log_path, run_demo
+
+            return anyio.run(run_demo, fresh_log_path(args.var), args.events)
+    except (LogError, CliError, ConfigError, ApiConfigError) as exc:
+        print(f"kbatchd: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
+
+
+def _run(args: argparse.Namespace) -> int:
+    from daemon import logs
+    from daemon.reconcilers import registry
+    from daemon.supervisor import Daemon
+
+    settings = config.load(args.config)
+    if args.log:
+        settings.log = args.log
+    if args.kubeconfig or args.context:
+        name = args.context or "default"
+        settings.clusters = [
+            config.Cluster(name=name, kubeconfig=args.kubeconfig or "", context=args.context or "")
+        ]
+    logs.configure(settings.logging.level)
+
+    async def daemon_main() -> int:
+        return await Daemon(settings, registry.build(settings)).run()
+
+    return anyio.run(daemon_main)
+
+
+async def _replay(args: argparse.Namespace) -> int:
+    async with EventLog.open(args.log, readonly=True) as log:
+        replayed = await rebuild(log, until=args.until, progress=_tty_progress())
+        if args.show:
+            data = await show(log, replayed, args.show)
+            print(_json(data) if args.json else render_show(data))
+        else:
+            data = summary(replayed, str(args.log))
+            print(_json(data) if args.json else render_summary(data))
+    return 0
+
+
+def _json(data: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(data)).decode()
+
+
+def _tty_progress() -> Any:
+    if not sys.stderr.isatty():
+        return None
+
+    def progress(seq: int, last: int) -> None:
+        end = "\n" if seq >= last else ""
+        percent = 100 * seq // max(last, 1)
+        print(f"\rreplaying {seq:,}/{last:,} ({percent}%)", end=end, file=sys.stderr, flush=True)
+
+    return progress
+
+
+def parse_ref(text: str) -> tuple[str, str, str]:
+    """``KIND/NAMESPACE/NAME`` (or ``KIND/NAME`` for cluster-scoped kinds) → its parts, with
+    the kind in its canonical spelling."""
+    parts = text.split("/")
+    if len(parts) == 2:
+        parts.insert(1, "")
+    if len(parts) != 3 or not parts[2]:
+        raise CliError(f"--show: expected KIND/NAMESPACE/NAME, got {text!r}")
+    spelled = {k.lower(): k for k in TABLES} | {v.lower(): k for k, v in TABLES.items()}
+    kind = spelled.get(parts[0].lower())
+    if kind is None:
+        raise CliError(f"--show: unknown kind {parts[0]!r} (one of {', '.join(TABLES)})")
+    return kind, parts[1], parts[2]
+
+
+async def show(log: EventLog, replayed: Replayed, text: str) -> dict[str, Any]:
+    kind, namespace, name = parse_ref(text)
+    state = replayed.state
+    suffix = f"/{namespace}/{name}"
+    clusters = sorted({key.split("/", 1)[0] for key in state.table(kind)} | _clusters(state))
+    found = []
+    for cluster in clusters:
+        ref = f"{kind}/{cluster}{suffix}"
+        history = await log.events_for(ref, until=replayed.last_seq)
+        obj = state.table(kind).get(f"{cluster}{suffix}")
+        if obj is None and not history:
+            continue
+        found.append(
+            {
+                "ref": ref,
+                "object": plain(obj) if obj is not None else None,
+                "events": [
+                    {"seq": seq, "at": iso_time(event.at), "summary": describe(event)}
+                    for seq, event in history
+                ],
+            }
+        )
+    if not found:
+        raise CliError(f"{log.path}: no {kind} {text.split('/', 1)[1]} up to seq {state.seq}")
+    return {"seq": state.seq, "objects": found}
+
+
+def _clusters(state: Any) -> set[str]:
+    return {mark.split("/", 1)[0] for mark in state.watermarks}
+
+
+def render_show(data: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for item in data["objects"]:
+        status = "gone" if item["object"] is None else "present"
+        lines.append(f"{item['ref']} at seq {data['seq']:,}: {status}")
+        if item["object"] is not None:
+            lines.extend("  " + line for line in _json(item["object"]).splitlines())
+        lines.append("history:")
+        lines.extend(f"  {e['seq']:>10,}  {e['at']}  {e['summary']}" for e in item["events"])
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

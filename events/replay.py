@@ -1,0 +1,192 @@
+"""Rebuilding state from the log: from the newest snapshot at or before a point, folding the
+tail, and the summaries `kbatchd replay` prints."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from events.fold import fold
+from events.quantity import format_units
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
+from events.state import State, decode_state, empty_state
+from events.store import EventLog
+from events.topology import DEFAULT_LEVELS, Topology
+
+Progress = Callable[[int, int], None]
+PROGRESS_EVERY = 1 << 16
+
+
+class Replayed(msgspec.Struct):
+    state: State
+    snapshot: int | None
+    folded: int
+    last_seq: int
+
+
+async def rebuild(
+    log: EventLog,
+    *,
+    until: int | None = None,
+    levels: tuple[str, ...] = DEFAULT_LEVELS,
+    progress: Progress | None = None,
+) -> Replayed:
+    """State as of `until` (the whole log when None), from the newest usable snapshot."""
+    last = log.last_seq if until is None else min(until, log.last_seq)
+    found = await log.latest_snapshot(at_or_before=last)
+    snapshot: int | None = None
+    state = empty_state(levels)
+    if found is not None:
+        snapshot, body = found
+        state = decode_state(body)
+        if state.topology.levels != levels:
+            state.topology = rebuilt_topology(state, levels)
+    folded = 0
+    reported = 0
+    async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
+        for seq, event in batch:
+            fold(state, seq, event)
+        folded += len(batch)
+        if progress is not None and folded - reported >= PROGRESS_EVERY:
+            reported = folded
+            progress(state.seq, last)
+    if progress is not None:
+        progress(last, last)
+    return Replayed(state=state, snapshot=snapshot, folded=folded, last_seq=last)
+
+
+def rebuilt_topology(state: State, levels: tuple[str, ...]) -> Topology:
+    """The topology tree for other levels than the one a snapshot was folded with."""
+    topology = Topology(levels=levels)
+    for key, node in state.nodes.items():
+        topology.set_node(key.split("/", 1)[0], key, node)
+    for key, pod in state.pods.items():
+        topology.charge_pod(key.split("/", 1)[0] + "//", key, pod)
+    return topology
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries
+
+SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
+
+
+def occupancy(topology: Topology, depth: int) -> dict[str, dict[str, dict[str, int]]]:
+    """Capacity and usage of every domain down to `depth` levels (1 = widest level only)."""
+    result: dict[str, dict[str, dict[str, int]]] = {}
+    for domain in sorted(topology.capacity, key=natural_key):
+        if domain.count(",") >= depth:
+            continue
+        result[domain] = {
+            "capacity": dict(topology.capacity[domain]),
+            "used": dict(topology.used.get(domain, {})),
+        }
+    return result
+
+
+def natural_key(text: str) -> list[int | str]:
+    """Sort key putting ``b2`` before ``b10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def summary(replayed: Replayed, log_path: str) -> dict[str, Any]:
+    state = replayed.state
+    depth = max(1, len(state.topology.levels) - 1)
+    return {
+        "log": log_path,
+        "seq": state.seq,
+        "snapshot": replayed.snapshot,
+        "folded": replayed.folded,
+        "now": iso_time(state.now),
+        "counts": state.counts(),
+        "inflight": len(state.inflight),
+        "levels": list(state.topology.levels),
+        "occupancy": occupancy(state.topology, depth),
+    }
+
+
+def render_summary(data: dict[str, Any]) -> str:
+    lines = [
+        f"log {data['log']}: state at seq {data['seq']:,}"
+        + (
+            f" (snapshot {data['snapshot']:,} + {data['folded']:,} events folded)"
+            if data["snapshot"]
+            else f" ({data['folded']:,} events folded)"
+        ),
+        f"time {data['now']}",
+        "objects  " + "  ".join(f"{kind} {n:,}" for kind, n in data["counts"].items() if n),
+        f"decisions in flight  {data['inflight']}",
+    ]
+    occ: dict[str, dict[str, dict[str, int]]] = data["occupancy"]
+    if occ:
+        lines.append("topology  " + " → ".join(data["levels"]))
+        widest = [d for d in occ if "," not in d]
+        shown = occ if len(occ) <= 40 else {d: occ[d] for d in widest}
+        for domain, amounts in shown.items():
+            indent = "  " * (domain.count(",") + 1)
+            lines.append(f"{indent}{domain:<24} {_usage(amounts)}")
+        if len(shown) < len(occ):
+            lines.append(f"  ({len(occ) - len(shown)} narrower domains: --json lists them)")
+    return "\n".join(lines)
+
+
+def _usage(amounts: dict[str, dict[str, int]]) -> str:
+    parts = []
+    for resource in SHOWN_RESOURCES:
+        capacity = amounts["capacity"].get(resource)
+        if capacity is None:
+            continue
+        used = amounts["used"].get(resource, 0)
+        short = resource.rsplit("/", 1)[-1]
+        parts.append(f"{short} {format_units(resource, used)}/{format_units(resource, capacity)}")
+    return "  ".join(parts)
+
+
+def plain(value: Any) -> Any:
+    """A struct as plain data with field names (the log's array-like encoding has none)."""
+    if isinstance(value, msgspec.Struct):
+        data: dict[str, Any] = {}
+        tag = value.__struct_config__.tag
+        if isinstance(tag, str):
+            data[value.__struct_config__.tag_field or "type"] = tag
+        for name in value.__struct_fields__:
+            data[name] = plain(getattr(value, name))
+        return data
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def iso_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def describe(event: Event) -> str:
+    """One line about one event, for object histories."""
+    if isinstance(event, Observed):
+        obj = event.obj
+        extra = ""
+        phase = getattr(obj, "phase", None)
+        if phase is not None:
+            node = getattr(obj, "node_name", "")
+            extra = f" phase={phase}" + (f" node={node}" if node else "")
+        if obj.deletion_ts is not None:
+            extra += " deleting"
+        return f"observed {event.change} rv={obj.rv}{extra}"
+    if isinstance(event, Decided):
+        ops = ", ".join(f"{i.__struct_config__.tag} {i.ref}" for i in event.intents)
+        return f"decided by {event.reconciler}: {event.reason}" + (f" → {ops}" if ops else "")
+    if isinstance(event, Outcome):
+        verdict = "ok" if event.ok else f"failed {event.code} {event.message}"
+        return f"outcome of decision {event.decision} intent {event.index}: {verdict}"
+    if isinstance(event, Resynced):
+        return f"resynced {event.cluster}/{event.kind} at rv {event.resource_version}"
+    if isinstance(event, Tick):
+        return "tick"
+    raise TypeError(f"unknown event {event!r}")  # pragma: no cover

@@ -1,0 +1,24 @@
+"""Run every benchmark and print one table (`make bench`)."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+import anyio
+
+from tests.bench import log
+from tests.bench.table import Table
+
+
+async def main() -> int:
+    table = Table()
+    print(f"kbatchd benchmarks on Python {platform.python_version()}, {platform.machine()}")
+    await log.run(table)
+    print()
+    print(table.render())
+    return 1 if table.missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(anyio.run(main))

@@ -1,0 +1,112 @@
+"""Event log benchmarks: append through the store against a bare insert, replay against
+decode alone, and the memory of folded state at 10,000 nodes and 100,000 pods."""
+
+from __future__ import annotations
+
+import gc
+import sqlite3
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+
+from msgspec.structs import replace
+
+from daemon.synthetic import make_nodes, make_pod, stream
+from events.fold import fold
+from events.replay import rebuild
+from events.schema import Event, Observed, decode_event, encode_event, event_ref
+from events.state import empty_state
+from events.store import EventLog
+from tests.bench.table import Table
+
+EVENTS = 1_000_000
+BATCH = 10_000
+
+
+def _bare_insert(path: Path, rows: list[tuple[int, int, str | None, bytes]]) -> float:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE TABLE events (seq INTEGER PRIMARY KEY, at INTEGER, ref TEXT, body BLOB)")
+    start = time.perf_counter()
+    for i in range(0, len(rows), BATCH):
+        db.execute("BEGIN IMMEDIATE")
+        db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", rows[i : i + BATCH])
+        db.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    db.close()
+    return elapsed
+
+
+async def _store_append(path: Path, events: list[Event]) -> float:
+    async with EventLog.open(path) as log:
+        start = time.perf_counter()
+        for i in range(0, len(events), BATCH):
+            await log.append(events[i : i + BATCH])
+        elapsed = time.perf_counter() - start
+    return elapsed
+
+
+def _cluster_of(count_nodes: int, count_pods: int) -> Iterator[Event]:
+    nodes = make_nodes(count_nodes)
+    for node in nodes:
+        yield Observed(at=0, cluster="c", change="ADDED", obj=node)
+    for i in range(count_pods):
+        pod = make_pod(i // 8, i % 8, 0, i, 1)
+        bound = replace(
+            pod,
+            node_name=nodes[i % count_nodes].name,
+            phase="Running",
+            conditions={"Ready": "True"},
+        )
+        yield Observed(at=0, cluster="c", change="ADDED", obj=bound)
+
+
+async def run(table: Table) -> None:
+    print(f"event log: generating {EVENTS:,} synthetic pod/node events", flush=True)
+    events = list(stream(EVENTS, nodes=10_000))
+    rows = [(seq, e.at, event_ref(e), encode_event(e)) for seq, e in enumerate(events, 1)]
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = _bare_insert(Path(tmp) / "bare.db", rows)
+        store = await _store_append(Path(tmp) / "log.db", events)
+        table.add("append: bare executemany", f"{EVENTS / bare:,.0f} events/s")
+        table.add("append: through the store", f"{EVENTS / store:,.0f} events/s")
+        ratio = bare / store
+        table.add("append: store / bare", f"{ratio:.2f}", "≥ 0.50", ratio >= 0.5)
+
+        bodies = [row[3] for row in rows]
+        del rows, events
+        gc.collect()
+        start = time.perf_counter()
+        decoded = [decode_event(b) for b in bodies]
+        decode = time.perf_counter() - start
+        del decoded
+        start = time.perf_counter()
+        state = empty_state()
+        for seq, body in enumerate(bodies, 1):
+            fold(state, seq, decode_event(body))
+        decode_fold = time.perf_counter() - start
+        del state, bodies
+        gc.collect()
+        table.add("replay: decode alone", f"{EVENTS / decode:,.0f} events/s")
+        table.add("replay: decode + fold", f"{EVENTS / decode_fold:,.0f} events/s")
+        ratio = decode / decode_fold
+        table.add("replay: (decode+fold) / decode", f"{ratio:.2f}", "≥ 0.30", ratio >= 0.3)
+
+        async with EventLog.open(Path(tmp) / "log.db", readonly=True) as log:
+            start = time.perf_counter()
+            await rebuild(log)
+            whole = time.perf_counter() - start
+        table.add("replay: 1M events from the log", f"{whole:.1f} s", "< 10 s", whole < 10)
+
+    gc.collect()
+    tracemalloc.start()
+    state = empty_state()
+    for seq, event in enumerate(_cluster_of(10_000, 100_000), 1):
+        fold(state, seq, event)
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    mb = held / 1e6
+    table.add("memory: state, 10k nodes + 100k pods", f"{mb:.0f} MB", "< 400 MB", mb < 400)

@@ -1,0 +1,249 @@
+"""`kbatchd replay` and `kbatchd demo` on real logs, and what bad input gets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from daemon.cli import main
+from daemon.synthetic import stream
+from events.fold import fold
+from events.state import empty_state, encode_state
+from events.store import EventLog
+
+EVENTS = 6_000
+SNAPSHOT_AT = 4_000
+
+
+async def _write_log(path: Path, events: int = EVENTS) -> None:
+    state = empty_state()
+    async with EventLog.open(path) as log:
+        batch = list(stream(events, nodes=64))
+        seqs = await log.append(batch)
+        for seq, event in zip(seqs, batch, strict=True):
+            fold(state, seq, event)
+            if seq == SNAPSHOT_AT:
+                await log.save_snapshot(seq, encode_state(state))
+
+
+@pytest.fixture(scope="module")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("log") / "kbatchd.db"
+    anyio.run(_write_log, path)
+    return path
+
+
+def _digest(path: Path) -> str:
+    """The file and its WAL companion, if any: a read must change neither."""
+    digest = hashlib.sha256(path.read_bytes())
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        digest.update(wal.read_bytes())
+    return digest.hexdigest()
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_summary_counts_objects_and_topology(
+    log_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log_file)]) == 0
+    out = capsys.readouterr().out
+    assert f"state at seq {EVENTS:,} (snapshot {SNAPSHOT_AT:,} + {EVENTS - SNAPSHOT_AT:,}" in out
+    assert "Node 64" in out
+    assert "sim-0/b0 " in out
+    assert "gpu " in out
+
+
+def test_json_summary_until_a_seq_before_the_snapshot(
+    log_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log_file), "--until", "100", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["seq"] == 100
+    assert data["snapshot"] is None
+    assert data["folded"] == 100
+    assert data["counts"]["Node"] == 64
+    leaf_free = {
+        domain: amounts["capacity"].get("pods", 0) - amounts["used"].get("pods", 0)
+        for domain, amounts in data["occupancy"].items()
+    }
+    assert all(free >= 0 for free in leaf_free.values())
+
+
+def test_show_prints_the_object_and_its_history(
+    log_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log_file), "--show", "Node/b0-r0-h1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (node,) = data["objects"]
+    assert node["ref"] == "Node/sim-0//b0-r0-h1"
+    assert node["object"]["name"] == "b0-r0-h1"
+    assert node["events"][0]["seq"] == 2
+    assert node["events"][0]["summary"].startswith("observed ADDED")
+
+
+def test_show_a_pod_that_is_gone_still_lists_its_life(
+    log_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log_file), "--json"]) == 0
+    # A pod of the first Job was created, bound, ran, finished and was deleted by the end.
+    found = None
+    for event in stream(EVENTS, nodes=64):
+        name = getattr(event, "name", "")
+        if getattr(event, "change", "") == "DELETED" and getattr(event, "kind", "") == "Pod":
+            found = f"Pod/{event.namespace}/{name}"  # type: ignore[union-attr]
+            break
+    assert found is not None
+    capsys.readouterr()
+    assert main(["replay", str(log_file), "--show", found]) == 0
+    out = capsys.readouterr().out
+    assert ": gone" in out
+    assert "observed ADDED" in out
+    assert "observed DELETED" in out
+    assert "phase=Running" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--show", "Pod/none/such"], "no Pod none/such"),
+        (["--show", "Gadget/x/y"], "unknown kind 'Gadget'"),
+        (["--show", "Pod"], "expected KIND/NAMESPACE/NAME"),
+    ],
+    ids=["absent-object", "unknown-kind", "malformed-ref"],
+)
+def test_show_errors(
+    log_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["replay", str(log_file), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def _not_sqlite(tmp: Path, good: Path) -> Path:
+    path = tmp / "notes.txt"
+    path.write_text("this is not a database\n" * 100)
+    return path
+
+
+def _other_app(tmp: Path, good: Path) -> Path:
+    path = tmp / "other.db"
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE t (x)")
+    db.close()
+    return path
+
+
+def _truncated(tmp: Path, good: Path) -> Path:
+    path = tmp / "truncated.db"
+    data = good.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def _corrupt_event(tmp: Path, good: Path) -> Path:
+    path = tmp / "corrupt.db"
+    path.write_bytes(good.read_bytes())
+    db = sqlite3.connect(path)
+    with db:
+        triggers = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+        for trigger in triggers:
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("UPDATE events SET body = x'c1c1c1' WHERE seq = 4321")
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (_not_sqlite, "not"),
+        (_other_app, "not a kbatchd"),
+        (_truncated, ""),
+        (_corrupt_event, "seq 4321"),
+    ],
+    ids=["not-sqlite", "other-application", "truncated", "corrupt-event"],
+)
+def test_bad_logs_get_one_line_and_exit_2_and_stay_unchanged(
+    tmp_path: Path, log_file: Path, make: object, message: str
+) -> None:
+    path = make(tmp_path, log_file)  # type: ignore[operator]
+    before = _digest(path)
+    result = _run("replay", str(path))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert str(path) in lines[0]
+    assert message in lines[0]
+    assert _digest(path) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["replay", "/no/such/dir/kbatchd.db"],
+        ["replay", "/"],
+        ["replay", "LOG", "--bogus"],
+        ["replay", "LOG", "--until", "zero"],
+        ["frobnicate"],
+    ],
+    ids=["missing-file", "a-directory", "unknown-flag", "bad-until", "unknown-command"],
+)
+def test_unusable_paths_and_arguments_exit_2(argv: list[str]) -> None:
+    result = _run(*argv)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip()
+
+
+def test_progress_is_shown_on_a_terminal(log_file: Path) -> None:
+    leader, follower = pty.openpty()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "replay", str(log_file), "--until", "3000"],
+            stdout=subprocess.DEVNULL,
+            stderr=follower,
+            timeout=120,
+            check=True,
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+    assert b"replaying 3,000/3,000 (100%)" in seen
+
+
+def test_demo_writes_and_replays_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--var", str(tmp_path), "--events", "4000"]) == 0
+    out = capsys.readouterr().out
+    assert "replay from the snapshot reproduces the live fold exactly" in out
+    assert (tmp_path / "demo.db").exists()
