@@ -77,7 +77,8 @@ def rv_reached(current: str, wanted: str) -> bool:
     when both are integers (etcd revisions, and the simulated cluster's) newer is larger."""
     if current == wanted or not wanted:
         return True
-    if current.isdigit() and wanted.isdigit():
+    # isdecimal, not isdigit: "²" is a digit that int() rejects.
+    if current.isdecimal() and wanted.isdecimal():
         return int(current) >= int(wanted)
     return False
 

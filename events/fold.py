@@ -8,12 +8,16 @@ the old value keeps a snapshot, which is what `events.state.encode_state` is for
 
 from __future__ import annotations
 
+from typing import Final
+
 from events import expectations
-from events.objects import Node, Pod
+from events.objects import KINDS, Node, Pod, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
 
 Dirty = set[str]
+
+_TABLE_OF: Final = {cls: TABLES[kind] for kind, cls in KINDS.items()}
 
 
 def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> State:
@@ -22,7 +26,7 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
     if event.at > state.now:
         state.now = event.at
     state.seq = seq
-    if isinstance(event, Observed):
+    if type(event) is Observed:  # the hot path: an exact type test is cheaper than isinstance
         _observed(state, event, dirty)
     elif isinstance(event, Decided):
         _decided(state, seq, event)
@@ -47,31 +51,73 @@ def fold_all(state: State, records: list[tuple[int, Event]], dirty: Dirty | None
 
 def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
     obj = event.obj
-    kind = type(obj).__name__
-    table: dict[str, object] = getattr(state, TABLES[kind])
+    cls = type(obj)
+    table: dict[str, SlimObject] = getattr(state, _TABLE_OF[cls])
     cluster = event.cluster
     key = f"{cluster}/{obj.namespace}/{obj.name}"
-    deleted = event.change == "DELETED"
-    if deleted:
-        table.pop(key, None)
+    current: SlimObject | None
+    if event.change == "DELETED":
+        old = table.pop(key, None)
+        current = None
     else:
-        table[key] = obj
-    if obj.rv:
-        state.watermarks[f"{cluster}/{kind}"] = obj.rv
-    if isinstance(obj, Pod):
-        state.topology.charge_pod(f"{cluster}//", key, None if deleted else obj)
-    elif isinstance(obj, Node):
-        state.topology.set_node(cluster, key, None if deleted else obj)
-    ref = f"{kind}/{key}"
+        old = table.get(key)
+        table[key] = current = obj
+    if cls is Pod:
+        state.topology.charge_pod(cluster, key, current)  # type: ignore[arg-type]
+        if old is None or current is None or old.owners != obj.owners:
+            _index_child(state, cluster, key, old, current)
+    elif cls is Node:
+        state.topology.set_node(cluster, key, current)  # type: ignore[arg-type]
+        if dirty is not None and (current is None or old is None or old.ready != obj.ready):  # type: ignore[union-attr]
+            # Pods on a node that turned NotReady (or back) may now count differently.
+            _dirty_owners_on(state, cluster, f"{cluster}//{obj.name}", dirty)
+    if not state.expected and dirty is None:
+        return
+    ref = f"{cls.__name__}/{key}"
     if state.expected:
-        expectations.observe(state, ref, None if deleted else obj, dirty)
+        expectations.observe(state, ref, current, dirty)
     if dirty is not None:
         dirty.add(ref)
         owner = obj.controller
         if owner is not None:
             dirty.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
-        if isinstance(obj, Pod) and obj.pod_group:
-            dirty.add(f"PodGroup/{cluster}/{obj.namespace}/{obj.pod_group}")
+        if cls is Pod and obj.pod_group:  # type: ignore[union-attr]
+            dirty.add(f"PodGroup/{cluster}/{obj.namespace}/{obj.pod_group}")  # type: ignore[union-attr]
+
+
+def _controller_ref(cluster: str, obj: SlimObject) -> str | None:
+    owner = obj.controller
+    if owner is None:
+        return None
+    return f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}"
+
+
+def _index_child(
+    state: State, cluster: str, key: str, old: SlimObject | None, new: SlimObject | None
+) -> None:
+    before = _controller_ref(cluster, old) if old is not None else None
+    after = _controller_ref(cluster, new) if new is not None else None
+    if before == after:
+        return
+    children = state.children
+    if before is not None:
+        siblings = children.get(before)
+        if siblings is not None:
+            siblings.discard(key)
+            if not siblings:
+                del children[before]
+    if after is not None:
+        children.setdefault(after, set()).add(key)
+
+
+def _dirty_owners_on(state: State, cluster: str, node_key: str, dirty: Dirty) -> None:
+    pods = state.pods
+    for pod_key in state.topology.pods_on(node_key):
+        pod = pods.get(pod_key)
+        if pod is not None:
+            ref = _controller_ref(cluster, pod)
+            if ref is not None:
+                dirty.add(ref)
 
 
 def _decided(state: State, seq: int, event: Decided) -> None:

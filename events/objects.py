@@ -70,6 +70,9 @@ class Pod(KObject, frozen=True, tag="Pod"):
     restart_count: int = 0
     exit_codes: dict[str, int] = {}
     grace_seconds: int = 30
+    # When the pod finished (ms): the newest container finishedAt once every container has
+    # terminated, else when Ready last turned False; None while it runs.
+    finished: int | None = None
 
     @property
     def ready(self) -> bool:
@@ -146,6 +149,7 @@ class _Meta(msgspec.Struct, rename="camel"):
     generation: int = 0
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: int | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[_Owner] | None = None
@@ -183,13 +187,15 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     termination_grace_period_seconds: int | None = None
 
 
-class _Condition(msgspec.Struct):
+class _Condition(msgspec.Struct, rename="camel"):
     type: str = ""
     status: str = ""
+    last_transition_time: str | None = None
 
 
 class _Terminated(msgspec.Struct, rename="camel"):
     exit_code: int = 0
+    finished_at: str | None = None
 
 
 class _ContainerState(msgspec.Struct):
@@ -207,6 +213,7 @@ class _PodStatus(msgspec.Struct, rename="camel"):
     phase: str = "Pending"
     conditions: list[_Condition] | None = None
     container_statuses: list[_ContainerStatus] | None = None
+    init_container_statuses: list[_ContainerStatus] | None = None
 
 
 class _WirePod(msgspec.Struct):
@@ -325,15 +332,45 @@ def pod_from_wire(wire: _WirePod) -> Pod:
     spec, status = wire.spec, wire.status
     exit_codes: dict[str, int] = {}
     restarts = 0
-    for cs in status.container_statuses or ():
+    finished_at: list[int] = []
+    app_statuses = status.container_statuses or ()
+    all_terminated = bool(app_statuses)
+    # App containers first, then init containers: a podFailurePolicy rule may name either.
+    app_count = len(app_statuses)
+    for position, cs in enumerate((*app_statuses, *(status.init_container_statuses or ()))):
         restarts += cs.restart_count
         terminated = cs.state.terminated if cs.state else None
+        if position < app_count:
+            if terminated is None:
+                all_terminated = False
+            elif terminated.finished_at is not None:
+                finished_at.append(
+                    timestamp_ms(terminated.finished_at, "status.containerStatuses.finishedAt") or 0
+                )
         if terminated is None and cs.last_state is not None:
             terminated = cs.last_state.terminated
         if terminated is not None:
-            exit_codes[cs.name] = terminated.exit_code
+            exit_codes.setdefault(cs.name, terminated.exit_code)
+    conditions = status.conditions or ()
+    finished: int | None = None
+    if status.phase in TERMINAL_PHASES:
+        if all_terminated and finished_at:
+            finished = max(finished_at)
+        else:
+            finished = next(
+                (
+                    timestamp_ms(c.last_transition_time, "status.conditions.lastTransitionTime")
+                    for c in conditions
+                    if c.type == "Ready" and c.status == "False" and c.last_transition_time
+                ),
+                None,
+            )
+    meta = wire.metadata
+    grace = spec.termination_grace_period_seconds
+    if meta.deletion_grace_period_seconds is not None:
+        grace = meta.deletion_grace_period_seconds
     return Pod(
-        **_meta_fields(wire.metadata),
+        **_meta_fields(meta),
         node_name=spec.node_name,
         scheduler_name=spec.scheduler_name,
         pod_group=spec.scheduling_group.pod_group_name if spec.scheduling_group else "",
@@ -341,12 +378,11 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         requests=effective_requests(spec),
         scheduling_gates=tuple(g.name for g in spec.scheduling_gates or ()),
         phase=status.phase,
-        conditions={c.type: c.status for c in status.conditions or ()},
+        conditions={c.type: c.status for c in conditions},
         restart_count=restarts,
         exit_codes=exit_codes,
-        grace_seconds=30
-        if spec.termination_grace_period_seconds is None
-        else spec.termination_grace_period_seconds,
+        grace_seconds=30 if grace is None else grace,
+        finished=finished,
     )
 
 

@@ -57,7 +57,10 @@ class State(msgspec.Struct):
     podgroups: dict[str, PodGroup] = {}
     pvcs: dict[str, PersistentVolumeClaim] = {}
     topology: Topology = msgspec.field(default_factory=Topology)
-    # ``cluster/Kind`` -> the newest resourceVersion seen, where a watch resumes.
+    # ``Kind/cluster/namespace/name`` of a controller -> keys of the pods it controls.
+    children: dict[str, set[str]] = {}
+    # ``cluster/Kind`` -> the resourceVersion of the newest completed list. (Not advanced per
+    # watch event: that would cost every event a string build, and a restart relists anyway.)
     watermarks: dict[str, str] = {}
     # ``cluster/Kind`` -> seq of the newest completed list.
     synced: dict[str, int] = {}
@@ -78,6 +81,14 @@ class State(msgspec.Struct):
         if kind not in TABLES:
             return None
         return self.table(kind).get(key)
+
+    def pods_of(self, controller_ref: str) -> list[Pod]:
+        """The pods whose controller reference names `controller_ref`, sorted by key."""
+        keys = self.children.get(controller_ref)
+        if not keys:
+            return []
+        pods = self.pods
+        return [pods[key] for key in sorted(keys)]
 
     def counts(self) -> dict[str, int]:
         return {kind: len(self.table(kind)) for kind in TABLES}

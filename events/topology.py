@@ -80,6 +80,8 @@ class Topology(msgspec.Struct):
     used: dict[str, Amounts] = {}
     members: dict[str, int] = {}
     charges: dict[str, Charge] = {}
+    # node key -> keys of the pods charged to it.
+    node_pods: dict[str, set[str]] = {}
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -89,6 +91,10 @@ class Topology(msgspec.Struct):
         for name, value in self.used.get(domain, {}).items():
             free[name] = free.get(name, 0) - value
         return free
+
+    def pods_on(self, node_key: str) -> list[str]:
+        """Keys of the bound, non-terminal pods on a node, sorted."""
+        return sorted(self.node_pods.get(node_key, ()))
 
     def leaf_of(self, node_key: str) -> str | None:
         path = self.paths.get(node_key)
@@ -143,13 +149,12 @@ class Topology(msgspec.Struct):
                 self.members[domain] = self.members.get(domain, 0) + 1
         return True
 
-    def charge_pod(self, node_key_prefix: str, pod_key: str, pod: Pod | None) -> bool:
+    def charge_pod(self, cluster: str, pod_key: str, pod: Pod | None) -> bool:
         """Account for a pod's usage: bound and not terminal pods take their requests from
-        their node. `node_key_prefix` is ``cluster//`` (node keys are cluster-scoped).
-        Returns whether any usage moved."""
+        their node (node keys are ``cluster//name``). Returns whether any usage moved."""
         old = self.charges.get(pod_key)
         if pod is not None and pod.node_name and pod.phase not in TERMINAL_PHASES:
-            node = node_key_prefix + pod.node_name
+            node = f"{cluster}//{pod.node_name}"
             if old is not None and old.node == node and old.requests == pod.requests:
                 return False
             wanted: Charge | None = Charge(node, pod.requests)
@@ -160,9 +165,14 @@ class Topology(msgspec.Struct):
         if old is not None:
             del self.charges[pod_key]
             self._move(old, -1)
+            on_node = self.node_pods[old.node]
+            on_node.discard(pod_key)
+            if not on_node:
+                del self.node_pods[old.node]
         if wanted is not None:
             self.charges[pod_key] = wanted
             self._move(wanted, 1)
+            self.node_pods.setdefault(wanted.node, set()).add(pod_key)
         return True
 
     def _move(self, charge: Charge, sign: int) -> None:

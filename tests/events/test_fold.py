@@ -91,7 +91,7 @@ def test_modified_without_added_inserts(obj: KObject, table: str, key: str) -> N
 def test_deleted_unknown_object_is_a_no_op_apart_from_bookkeeping() -> None:
     state = run([observed(make_pod("ghost", node="n1", rv="9"), change="DELETED")])
     assert (state.pods, state.topology.charges, state.topology.node_used) == ({}, {}, {})
-    assert state.watermarks == {"c1/Pod": "9"}
+    assert state.watermarks == {}
 
 
 @pytest.mark.parametrize(
@@ -142,13 +142,17 @@ def test_keys_are_cluster_namespace_name(events: list[Event], table: str, keys: 
                 observed(make_pod("p2", rv="9"), cluster="c2"),
                 observed(make_pod("p1", rv="11"), change="DELETED"),
             ],
-            {"c1/Pod": "11", "c1/Node": "7", "c2/Pod": "9"},
-            id="per-cluster-and-kind",
+            {},
+            id="watch-events-leave-marks-alone",
         ),
         pytest.param(
-            [observed(make_job("j", rv="5")), observed(make_job("j", rv=""), change="MODIFIED")],
-            {"c1/Job": "5"},
-            id="empty-rv-keeps-mark",
+            [
+                Resynced(at=0, cluster="c1", kind="Job", resource_version="5"),
+                Resynced(at=0, cluster="c2", kind="Job", resource_version="8"),
+                Resynced(at=0, cluster="c1", kind="Job", resource_version=""),
+            ],
+            {"c1/Job": "5", "c2/Job": "8"},
+            id="per-cluster-and-kind-empty-rv-keeps-mark",
         ),
         pytest.param(
             [

@@ -72,10 +72,10 @@ def apply(topology: Topology, steps: list[Step]) -> Topology:
             topology.set_node(step.cluster, object_key(step.cluster, "", step.name), None)
         elif isinstance(step, PodUp):
             key = object_key(step.cluster, step.pod.namespace, step.pod.name)
-            topology.charge_pod(f"{step.cluster}//", key, step.pod)
+            topology.charge_pod(step.cluster, key, step.pod)
         else:
             key = object_key(step.cluster, step.namespace, step.name)
-            topology.charge_pod(f"{step.cluster}//", key, None)
+            topology.charge_pod(step.cluster, key, None)
     return topology
 
 
@@ -560,8 +560,8 @@ def test_set_node_reports_moves(before: Node | None, after: Node | None, moved: 
 )
 def test_charge_pod_reports_moves(before: Pod | None, after: Pod | None, moved: bool) -> None:
     topology = Topology()
-    topology.charge_pod("c1//", "c1/ns/p", before)
-    assert topology.charge_pod("c1//", "c1/ns/p", after) is moved
+    topology.charge_pod("c1", "c1/ns/p", before)
+    assert topology.charge_pod("c1", "c1/ns/p", after) is moved
 
 
 @pytest.mark.parametrize(
@@ -581,7 +581,7 @@ def test_which_pods_are_charged(
 ) -> None:
     topology = Topology()
     p = make_pod("p", node=node_name, phase=phase, requests=REQ, deletion_ts=deletion_ts)
-    topology.charge_pod("c1//", "c1/ns/p", p)
+    topology.charge_pod("c1", "c1/ns/p", p)
     expected = {"c1/ns/p": Charge(N1, REQ)} if charged else {}
     assert topology.charges == expected
     assert topology.node_used == ({N1: P} if charged else {})

@@ -1,0 +1,45 @@
+"""What every reconciler shares: the decision it returns and the protocol it follows."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from events.intents import Intent
+from events.state import State
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A reconciler's verdict on one key.
+
+    `reason` is logged with the intents and is what `kbatchd replay --explain` shows; it
+    should be machine-readable first (``NotAdmitted: ...``), human second. `requeue_at` asks to
+    decide again at that event time (deadlines, back-off) even if nothing changes.
+    """
+
+    reason: str
+    intents: tuple[Intent, ...] = ()
+    requeue_at: int | None = None
+
+
+class Reconciler(Protocol):
+    """A pure decision function over folded state.
+
+    `kinds` are the kinds of keys it decides on; keys are refs, ``Kind/cluster/namespace/name``.
+    `decide` returns None when it has nothing to do or say about the key.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kinds(self) -> frozenset[str]: ...
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None: ...
+
+
+def split_ref(ref: str) -> tuple[str, str, str, str]:
+    """``Kind/cluster/namespace/name`` → its four parts."""
+    kind, cluster, namespace, name = ref.split("/", 3)
+    return kind, cluster, namespace, name

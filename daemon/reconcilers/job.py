@@ -1,0 +1,118 @@
+"""The Job controller for Jobs whose `spec.managedBy` names kbatchd (spec A0–A5).
+
+`JobReconciler.decide` is one upstream `syncJob` (the sync itself is `jobsync.Sync`), cut
+where upstream waits on an API call: writes a sync makes one after another become intents of
+successive decisions, each computed from a state that shows the previous one's effects (the
+runtime does not decide a key again before its intents are observed).
+
+Accounting — where counts live and why nothing is counted twice. The Job's status in the
+state is the only durable record, as upstream. A finished pod that still carries kbatchd's
+tracking finalizer is not yet counted. Counting takes three decisions:
+
+1. the pod's UID is written to `status.uncountedTerminatedPods` (Indexed successes: its
+   index to `completedIndexes`, which also sets `succeeded`);
+2. once that write is observed, the finalizer is removed from the pod;
+3. once that is observed (or the pod is gone), the UID leaves the uncounted list and
+   `succeeded`/`failed` grow by one, in that single status write.
+
+So a pod without the finalizer and not in the uncounted lists has been counted (or needed no
+counting), a UID moves into the counters in exactly one write, and a pod that vanishes after
+step 2 stays counted. Every status write carries the Job's resourceVersion as a precondition,
+so a write computed from a status the server has since changed is refused instead of counting
+from stale numbers. Pods deleted for suspension or scale-down lose the finalizer in one
+decision and are deleted by the next, so they are never counted and no decision touches a
+pod twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from daemon.reconcilers import backoff
+from daemon.reconcilers.base import Decision, split_ref
+from daemon.reconcilers.jobpods import owned_pods, release_patch
+from daemon.reconcilers.jobspec import JobSpecError, managed_by, view_job
+from daemon.reconcilers.jobsync import Sync
+from events.intents import Patch
+from events.objects import Job, Pod
+from events.state import State
+
+DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
+DEFAULT_FINALIZER: Final = "kbatchd.dev/job-tracking"
+
+
+@dataclass(frozen=True)
+class JobReconciler:
+    """The Job reconciler's settings; `decide` is pure."""
+
+    managed_by: str = DEFAULT_MANAGER
+    # Beyond upstream (enhancements #6262): a pod terminating this long on a NotReady node is
+    # treated as failed and replaced even under podReplacementPolicy Failed. None: off.
+    stuck_terminating_after_ms: int | None = None
+    # Never `batch.kubernetes.io/job-tracking`: external controllers must not use the
+    # built-in controller's finalizer (spec A0).
+    finalizer: str = DEFAULT_FINALIZER
+    # Pod re-creation back-off after failures: base doubling per failure, capped (A5.4).
+    backoff_base_ms: int = backoff.BASE_MS
+    backoff_max_ms: int = backoff.MAX_MS
+
+    @property
+    def name(self) -> str:
+        return "job"
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset({"Job"})
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None:
+        kind, cluster, namespace, name = split_ref(key)
+        if kind != "Job":
+            return None
+        job = state.jobs.get(f"{cluster}/{namespace}/{name}")
+        if job is None:
+            return self._release_orphans(state, cluster, namespace, name)
+        if managed_by(job) != self.managed_by:
+            return None
+        try:
+            view = view_job(job)
+        except JobSpecError as exc:
+            return Decision(f"InvalidJob: {namespace}/{name}: {exc}")
+        pods = owned_pods(state.pods_of(key), job.uid)
+        if view.finished:
+            return self._release_finished(cluster, job, pods)
+        return Sync(self, state, cluster, view, pods, now).decide()
+
+    # -- finalizers of pods nobody counts any more -----------------------------------------
+
+    def release(self, cluster: str, pod: Pod) -> Patch:
+        return release_patch(cluster, pod, self.finalizer)
+
+    def _release_orphans(
+        self, state: State, cluster: str, namespace: str, name: str
+    ) -> Decision | None:
+        orphans = sorted(
+            (
+                pod
+                for pod in state.pods_of(f"Job/{cluster}/{namespace}/{name}")
+                if self.finalizer in pod.finalizers
+            ),
+            key=lambda p: p.name,
+        )
+        if not orphans:
+            return None
+        return Decision(
+            f"ReleaseOrphans: Job {namespace}/{name} is gone; removing the tracking finalizer "
+            f"from {len(orphans)} pod(s)",
+            tuple(self.release(cluster, pod) for pod in orphans),
+        )
+
+    def _release_finished(self, cluster: str, job: Job, pods: list[Pod]) -> Decision | None:
+        holding = [pod for pod in pods if self.finalizer in pod.finalizers]
+        if not holding:
+            return None
+        return Decision(
+            f"Finished: Job {job.namespace}/{job.name} is finished; removing the tracking "
+            f"finalizer from {len(holding)} pod(s)",
+            tuple(self.release(cluster, pod) for pod in holding),
+        )
