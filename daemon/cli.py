@@ -104,8 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from daemon import logs
-    from daemon.reconcilers import registry
+    from daemon import logs, wiring
     from daemon.supervisor import Daemon
 
     settings = config.load(args.config)
@@ -119,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(settings.logging.level)
 
     async def daemon_main() -> int:
-        return await Daemon(settings, registry.build(settings)).run()
+        return await Daemon(settings, wiring.reconcilers(settings)).run()
 
     return anyio.run(daemon_main)
 
@@ -195,7 +194,7 @@ async def show(log: EventLog, replayed: Replayed, text: str) -> dict[str, Any]:
 
 
 def _clusters(state: Any) -> set[str]:
-    return {mark.split("/", 1)[0] for mark in state.watermarks}
+    return {mark.split("/", 1)[0] for mark in state.synced}
 
 
 def render_show(data: dict[str, Any]) -> str:

@@ -1,0 +1,169 @@
+"""Raw JSON over kubernetes-asyncio's transport.
+
+The client library supplies kubeconfig and in-cluster configuration, authentication and the
+aiohttp session; kbatchd sends and receives raw bytes and decodes them with msgspec into
+slim structs, never building the generated model objects (too slow for the watch path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio import client, config
+
+JSON = "application/json"
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "json": "application/json-patch+json",
+}
+
+
+class Response(msgspec.Struct, frozen=True):
+    status: int
+    body: bytes
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def status_message(self) -> str:
+        """The `message` of a Kubernetes Status body, or the start of whatever came back."""
+        try:
+            decoded = msgspec.json.decode(self.body, type=_Status)
+        except msgspec.DecodeError:
+            return self.body[:200].decode("utf-8", "replace")
+        return decoded.message or decoded.reason
+
+
+class _Status(msgspec.Struct):
+    message: str = ""
+    reason: str = ""
+
+
+class ConfigError(Exception):
+    """No usable cluster configuration (kubeconfig or in-cluster)."""
+
+
+async def load_configuration(kubeconfig: str | None, context: str | None) -> client.Configuration:
+    """As kubectl finds it: the given kubeconfig, else the default one, else in-cluster."""
+    configuration = client.Configuration()
+    try:
+        if kubeconfig is not None or context is not None:
+            await config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+            return configuration
+        try:
+            await config.load_kube_config(client_configuration=configuration)
+        except config.ConfigException:
+            config.load_incluster_config(client_configuration=configuration)
+    except (config.ConfigException, OSError, KeyError, ValueError) as exc:
+        where = kubeconfig or "the default kubeconfig or in-cluster configuration"
+        raise ConfigError(f"cannot load cluster configuration from {where}: {exc}") from exc
+    return configuration
+
+
+class KubeApi:
+    """One cluster's API."""
+
+    def __init__(self, cluster: str, api_client: client.ApiClient) -> None:
+        self.cluster = cluster
+        self._client = api_client
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls, cluster: str, kubeconfig: str | None, context: str | None
+    ) -> AsyncIterator[KubeApi]:
+        configuration = await load_configuration(kubeconfig, context)
+        async with client.ApiClient(configuration=configuration) as api_client:
+            yield cls(cluster, api_client)
+
+    @asynccontextmanager
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        request_timeout: aiohttp.ClientTimeout | float | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        response = await self._client.call_api(
+            path,
+            method,
+            query_params=list((query or {}).items()),
+            header_params={"Accept": JSON, "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=request_timeout,
+        )
+        try:
+            yield response
+        finally:
+            response.release()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        request_timeout: float = 30.0,
+    ) -> Response:
+        async with self._send(
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            request_timeout=request_timeout,
+        ) as response:
+            data = await response.read()
+            retry_after = response.headers.get("Retry-After")
+            return Response(
+                response.status,
+                data,
+                float(retry_after) if retry_after and retry_after.isdigit() else None,
+            )
+
+    async def stream_lines(
+        self,
+        path: str,
+        query: Mapping[str, str | int],
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+    ) -> AsyncIterator[bytes]:
+        """The lines of a streaming response (a watch). A non-2xx answer raises `WatchHttpError`
+        with the response; no bytes for `read_timeout` raises a timeout (the inactivity
+        deadline: the server sends bookmarks well within it)."""
+        timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)
+        async with self._send("GET", path, query=query, request_timeout=timeout) as response:
+            if not 200 <= response.status < 300:
+                raise WatchHttpError(Response(response.status, await response.read()))
+            pending = b""
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield line
+            if pending.strip():
+                yield pending
+
+
+class WatchHttpError(Exception):
+    def __init__(self, response: Response) -> None:
+        super().__init__(f"HTTP {response.status}: {response.status_message()}")
+        self.response = response

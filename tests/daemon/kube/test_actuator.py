@@ -1,0 +1,190 @@
+"""The actuator against a real (simulated) API server: each intent's meaning of done,
+idempotent repeats, retries through 429/500, and one outcome event per intent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from daemon.kube.actuator import Actuator
+from daemon.kube.api import KubeApi
+from daemon.sim.cluster import SimCluster
+from daemon.sim.registry import DeleteOptions
+from daemon.sim.resources import PODS
+from events.intents import Bind, Create, Delete, Intent, Patch
+from events.schema import Decided, Event, Outcome
+
+pytestmark = pytest.mark.anyio
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"schedulerName": "kbatchd", "containers": [{"name": "c", "image": "x"}]},
+    }
+
+
+def _uid(sim: SimCluster, name: str) -> str:
+    obj = sim.get(PODS, "default", name)
+    assert obj is not None
+    return str(obj["metadata"]["uid"])
+
+
+class Outcomes:
+    def __init__(self) -> None:
+        self.events: list[Outcome] = []
+
+    async def send(self, events: list[Event]) -> None:
+        self.events.extend(e for e in events if isinstance(e, Outcome))
+
+
+def _actuator(api: KubeApi, sink: Outcomes) -> Actuator:
+    return Actuator({"c1": api}, sink.send, max_attempts=30)
+
+
+def _create(name: str) -> Create:
+    return Create("c1", "Pod", "default", name, body=_pod(name))
+
+
+@pytest.mark.parametrize(
+    ("setup", "intent", "ok", "code"),
+    [
+        pytest.param(None, _create("fresh"), True, 201, id="create"),
+        pytest.param("exists", _create("exists"), True, 409, id="create-already-exists-is-done"),
+        pytest.param(
+            None, Delete("c1", "Pod", "default", "absent"), True, 404, id="delete-absent-is-done"
+        ),
+        pytest.param(
+            "exists",
+            Delete("c1", "Pod", "default", "exists", precondition_uid="not-its-uid"),
+            True,
+            409,
+            id="delete-another-uid-is-done",
+        ),
+        pytest.param(
+            "exists",
+            Patch("c1", "Pod", "default", "exists", patch={"metadata": {"labels": {"a": "b"}}}),
+            True,
+            200,
+            id="merge-patch",
+        ),
+        pytest.param(
+            "exists",
+            Patch(
+                "c1",
+                "Pod",
+                "default",
+                "exists",
+                patch={"metadata": {"labels": {"a": "b"}}},
+                precondition_rv="1",
+            ),
+            False,
+            409,
+            id="patch-with-stale-rv-fails",
+        ),
+        pytest.param(
+            None,
+            Patch("c1", "Pod", "default", "absent", patch={"metadata": {"labels": {"a": "b"}}}),
+            False,
+            404,
+            id="patch-absent-fails",
+        ),
+        pytest.param(
+            "exists", Bind("c1", "Pod", "default", "exists", node="b0-r0-h0"), True, 201, id="bind"
+        ),
+        pytest.param(
+            "bound",
+            Bind("c1", "Pod", "default", "bound", node="b0-r0-h1"),
+            False,
+            409,
+            id="bind-bound-pod-fails",
+        ),
+    ],
+)
+async def test_what_each_answer_means(
+    sim: SimCluster, api: KubeApi, setup: str | None, intent: Intent, ok: bool, code: int
+) -> None:
+    if setup is not None:
+        sim.registry.create(PODS, "default", _pod(setup))
+        if setup == "bound":
+            bind = Bind("c1", "Pod", "default", setup, node="b0-r0-h0")
+            assert (await _actuator(api, Outcomes()).perform(bind)).ok
+    result = await _actuator(api, Outcomes()).perform(intent)
+    assert (result.ok, result.code) == (ok, code), result.message
+
+
+async def test_a_created_object_reports_its_uid_and_resource_version(
+    sim: SimCluster, api: KubeApi
+) -> None:
+    result = await _actuator(api, Outcomes()).perform(_create("p"))
+    assert result.uid == _uid(sim, "p")
+    assert result.resource_version
+
+
+async def test_delete_with_the_right_uid_deletes(sim: SimCluster, api: KubeApi) -> None:
+    sim.registry.create(PODS, "default", _pod("doomed"))
+    intent = Delete("c1", "Pod", "default", "doomed", precondition_uid=_uid(sim, "doomed"))
+    result = await _actuator(api, Outcomes()).perform(intent)
+    assert result.ok
+    # Unbound, so the API server removes it at once.
+    assert sim.get(PODS, "default", "doomed") is None
+
+
+async def test_every_intent_gets_one_outcome_in_order_of_index(
+    sim: SimCluster, api: KubeApi
+) -> None:
+    sink = Outcomes()
+    intents = (
+        *(_create(f"p{i}") for i in range(5)),
+        Delete("c1", "Pod", "default", "p0"),
+        Patch("c1", "Pod", "default", "p1", patch={"metadata": {"labels": {"x": "y"}}}),
+    )
+    decision = Decided(at=0, reconciler="test", key="Job/c1/default/j", reason="r", intents=intents)
+    await _actuator(api, sink).execute(42, decision)
+    assert sorted(o.index for o in sink.events) == list(range(len(intents)))
+    assert all(o.decision == 42 and o.ok for o in sink.events)
+    assert sim.get(PODS, "default", "p0") is None
+    patched = sim.get(PODS, "default", "p1")
+    assert patched is not None
+    assert patched["metadata"]["labels"] == {"x": "y"}
+
+
+async def test_transient_errors_are_retried_until_done(sim: SimCluster, api: KubeApi) -> None:
+    sim.faults.set(error_429=0.4, error_500=0.3)
+    sink = Outcomes()
+    actuator = _actuator(api, sink)
+    decision = Decided(
+        at=0,
+        reconciler="test",
+        key="Job/c1/default/j",
+        reason="r",
+        intents=tuple(_create(f"r{i}") for i in range(20)),
+    )
+    await actuator.execute(1, decision)
+    sim.faults.clear()
+    assert all(o.ok for o in sink.events), [o.message for o in sink.events if not o.ok]
+    assert len(sink.events) == 20
+    assert actuator.calls > 20
+    names = {p["metadata"]["name"] for p in sim.objects(PODS, "default")}
+    assert {f"r{i}" for i in range(20)} <= names
+
+
+async def test_an_unknown_cluster_is_a_failed_outcome(api: KubeApi) -> None:
+    result = await _actuator(api, Outcomes()).perform(
+        Create("elsewhere", "Pod", "default", "p", body=_pod("p"))
+    )
+    assert not result.ok
+    assert "elsewhere" in result.message
+
+
+async def test_deleting_a_bound_pod_leaves_it_terminating(sim: SimCluster, api: KubeApi) -> None:
+    sim.registry.create(PODS, "default", _pod("t"))
+    actuator = _actuator(api, Outcomes())
+    assert (await actuator.perform(Bind("c1", "Pod", "default", "t", node="b0-r0-h0"))).ok
+    result = await actuator.perform(Delete("c1", "Pod", "default", "t", grace_seconds=30))
+    assert result.ok
+    obj = sim.get(PODS, "default", "t")
+    assert obj is not None
+    assert obj["metadata"]["deletionTimestamp"]
+    sim.registry.delete(PODS, "default", "t", DeleteOptions(grace_seconds=0))

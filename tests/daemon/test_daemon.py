@@ -1,0 +1,171 @@
+"""`kbatchd run` as a real process against `kbatchd sim` on loopback: ingest into the log,
+clean shutdown, restart without duplicates, and the faults a real API server deals out."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client
+
+from daemon.sim.cluster import SimCluster
+from daemon.sim.registry import DeleteOptions
+from daemon.sim.resources import PODS
+from events.schema import Observed, Resynced
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    logged_events,
+    running_daemon,
+    simulated_cluster,
+)
+
+pytestmark = pytest.mark.anyio
+
+TOPOLOGY = "blocks=1,racks=2,hosts=4,gpus=8"
+
+
+def _pod(name: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "annotations": {"sim.kbatchd.dev/run-seconds": "1"}},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+def _observed(events: list[tuple[int, object]], kind: str, name: str) -> list[Observed]:
+    return [
+        e for _, e in events if isinstance(e, Observed) and e.kind == kind and e.name == name
+    ]
+
+
+async def _phases_of(log: Path, name: str) -> list[str]:
+    return [getattr(e.obj, "phase", "") for e in _observed(await logged_events(log), "Pod", name)]
+
+
+async def test_daemon_logs_what_the_cluster_does_and_stops_on_sigterm(tmp_path: Path) -> None:
+    async with simulated_cluster(tmp_path, "--time-scale", "10") as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        log = tmp_path / "kbatchd.db"
+        async with running_daemon(config) as daemon, kube_client(kubeconfig) as api:
+            await client.CoreV1Api(api).create_namespaced_pod("default", _pod("hello"))
+
+            async def finished() -> bool:
+                return "Succeeded" in await _phases_of(log, "hello")
+
+            await eventually(finished, what="pod hello Succeeded in the log")
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+            assert any(line.get("event") == "stopped" for line in daemon.logs())
+        events = await logged_events(log)
+        phases = [getattr(e.obj, "phase", "") for e in _observed(events, "Pod", "hello")]
+        assert phases[0] == "Pending"
+        assert phases[-1] == "Succeeded"
+        assert "Running" in phases
+        listed = {(e.cluster, e.kind) for _, e in events if isinstance(e, Resynced)}
+        assert ("sim-0", "Pod") in listed
+        assert ("sim-0", "Node") in listed
+        assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+
+
+async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> None:
+    async with simulated_cluster(tmp_path) as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        log = tmp_path / "kbatchd.db"
+        async with kube_client(kubeconfig) as api:
+            core = client.CoreV1Api(api)
+            # Left to another scheduler, "kept" never changes: a relist must not re-log it.
+            unbound = _pod("kept")
+            unbound["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+            await core.create_namespaced_pod("default", unbound)
+            await core.create_namespaced_pod("default", _pod("removed"))
+            async with running_daemon(config) as daemon:
+                daemon.send_signal(signal.SIGINT)
+                assert await daemon.wait(within=10) == 0
+            first = await logged_events(log)
+            await core.delete_namespaced_pod("removed", "default", grace_period_seconds=0)
+            await core.create_namespaced_pod("default", _pod("added"))
+            async with running_daemon(config) as daemon:
+                daemon.send_signal(signal.SIGTERM)
+                assert await daemon.wait(within=10) == 0
+        tail = [e for seq, e in await logged_events(log) if seq > len(first)]
+        relisted = Counter(
+            (e.kind, e.name, e.change) for e in tail if isinstance(e, Observed) and e.kind == "Pod"
+        )
+        assert relisted[("Pod", "added", "ADDED")] == 1
+        assert relisted[("Pod", "removed", "DELETED")] == 1
+        assert not any(name == "kept" for _, name, _ in relisted), relisted
+        nodes_again = [e for e in tail if isinstance(e, Observed) and e.kind == "Node"]
+        assert nodes_again == []
+        assert any(isinstance(e, Resynced) and e.reason == "listed" for e in tail)
+
+
+async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
+    faults = "drop-watch=0.3"
+    async with simulated_cluster(tmp_path, "--faults", faults, "--seed", "3") as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        log = tmp_path / "kbatchd.db"
+        async with running_daemon(config) as daemon, kube_client(kubeconfig) as api:
+            core = client.CoreV1Api(api)
+            names = [f"p{i}" for i in range(20)]
+            for name in names:
+                await core.create_namespaced_pod("default", _pod(name))
+            await core.delete_namespaced_pod("p0", "default", grace_period_seconds=0)
+
+            async def all_seen() -> bool:
+                events = await logged_events(log)
+                done = {
+                    e.name
+                    for _, e in events
+                    if isinstance(e, Observed) and getattr(e.obj, "phase", "") == "Succeeded"
+                }
+                gone = any(
+                    isinstance(e, Observed) and e.name == "p0" and e.change == "DELETED"
+                    for _, e in events
+                )
+                return gone and set(names[1:]) <= done
+
+            await eventually(all_seen, within=60, what="every pod's end in the log")
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+
+
+async def test_a_partition_past_the_watch_history_relists_the_difference(tmp_path: Path) -> None:
+    async with SimCluster.start(topology=TOPOLOGY, seed=5, time_scale=5) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path)
+        log = tmp_path / "kbatchd.db"
+        async with running_daemon(config) as daemon, kube_client(sim.kubeconfig_path) as api:
+            core = client.CoreV1Api(api)
+            for name in ("stays", "goes"):
+                await core.create_namespaced_pod("default", _pod(name))
+
+            async def both_logged() -> bool:
+                events = await logged_events(log)
+                return bool(_observed(events, "Pod", "stays") and _observed(events, "Pod", "goes"))
+
+            await eventually(both_logged, what="both pods in the log")
+            # Cut the daemon off: every request fails and open watches close. While it cannot
+            # see, the cluster changes and its watch history is compacted past the daemon's
+            # resourceVersion, so reconnecting gets 410 Gone and only a relist can catch up.
+            sim.faults.set(error_500=1.0)
+            sim.faults.drop_watches()
+            sim.registry.delete(PODS, "default", "goes", DeleteOptions(grace_seconds=0))
+            sim.registry.create(PODS, "default", _pod("arrived"))
+            sim.faults.expire_history_now()
+            sim.faults.set(error_500=0.0)
+
+            async def caught_up() -> list[str]:
+                events = await logged_events(log)
+                deleted = [e for e in _observed(events, "Pod", "goes") if e.change == "DELETED"]
+                relisted = [e for _, e in events if isinstance(e, Resynced)]
+                if deleted and _observed(events, "Pod", "arrived"):
+                    return [e.reason for e in relisted]
+                return []
+
+            reasons = await eventually(caught_up, within=60, what="the relist's deltas")
+            assert "relisted" in reasons
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0

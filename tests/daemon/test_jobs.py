@@ -1,0 +1,240 @@
+"""Jobs managed by kbatchd, end to end: the daemon and the simulated cluster as real
+processes, observed through a standard client."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    logged_events,
+    running_daemon,
+    simulated_cluster,
+    spawn,
+)
+
+pytestmark = pytest.mark.anyio
+
+MANAGER = "kbatchd.dev/job-controller"
+
+
+def job_body(
+    name: str,
+    *,
+    policy: str | None = None,
+    suspend: bool = False,
+    parallelism: int = 1,
+    completions: int = 1,
+    cpu: str = "1",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "managedBy": MANAGER,
+        "suspend": suspend,
+        "parallelism": parallelism,
+        "completions": completions,
+        "template": {
+            "metadata": {"annotations": annotations or {}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": cpu}}}
+                ],
+            },
+        },
+    }
+    if policy is not None:
+        spec["podReplacementPolicy"] = policy
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+async def pods_of(core: client.CoreV1Api, job: str) -> list[Any]:
+    found = await core.list_namespaced_pod("default", label_selector=f"job-name={job}")
+    return list(found.items)
+
+
+async def replacement_order(
+    api: client.ApiClient, job: str, policy: str
+) -> list[tuple[str, str, bool]]:
+    """Delete the Job's running pod and watch until a replacement runs; returns the watch's
+    (type, pod uid, terminating) sequence from the deletion on."""
+    core = client.CoreV1Api(api)
+    batch = client.BatchV1Api(api)
+    await batch.create_namespaced_job(
+        "default",
+        job_body(job, policy=policy, annotations={"sim.kbatchd.dev/terminating-seconds": "3"}),
+    )
+
+    async def running() -> tuple[str, str] | None:
+        pods = await pods_of(core, job)
+        for pod in pods:
+            if pod.status.phase == "Running":
+                return str(pod.metadata.name), str(pod.metadata.uid)
+        return None
+
+    name, first = await eventually(running, within=30, what=f"{job}'s pod Running")
+    listing = await core.list_namespaced_pod("default", label_selector=f"job-name={job}")
+    seen: list[tuple[str, str, bool]] = []
+    await core.delete_namespaced_pod(name, "default")
+    with anyio.fail_after(40):
+        async with watch.Watch() as stream:
+            async for event in stream.stream(
+                core.list_namespaced_pod,
+                "default",
+                label_selector=f"job-name={job}",
+                resource_version=listing.metadata.resource_version,
+            ):
+                pod = event["object"]
+                uid = pod.metadata.uid
+                seen.append((event["type"], uid, pod.metadata.deletion_timestamp is not None))
+                if uid != first and pod.status.phase == "Running":
+                    break
+    return seen
+
+
+async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_does_not(
+    tmp_path: Path,
+) -> None:
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        waited = await replacement_order(api, "patient", "Failed")
+        eager = await replacement_order(api, "eager", "TerminatingOrFailed")
+
+    def first_index(seen: list[tuple[str, str, bool]], match: Any) -> int:
+        return next(i for i, item in enumerate(seen) if match(item))
+
+    old = waited[0][1]
+    gone = first_index(waited, lambda e: e[0] == "DELETED" and e[1] == old)
+    new = first_index(waited, lambda e: e[0] == "ADDED" and e[1] != old)
+    assert gone < new, f"replacement created while the old pod was terminating: {waited}"
+
+    old = eager[0][1]
+    new = first_index(eager, lambda e: e[0] == "ADDED" and e[1] != old)
+    gone = [i for i, e in enumerate(eager) if e[0] == "DELETED" and e[1] == old]
+    assert not gone or new < gone[0], f"replacement waited for the old pod: {eager}"
+    assert any(e[1] == old and e[2] for e in eager[:new]), "old pod was not terminating"
+
+
+async def test_a_suspended_job_changes_resources_and_resumes_in_one_update(
+    tmp_path: Path,
+) -> None:
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        await batch.create_namespaced_job(
+            "default", job_body("later", suspend=True, parallelism=2, completions=2)
+        )
+
+        async def suspended() -> bool:
+            job = await batch.read_namespaced_job("later", "default")
+            conditions = job.status.conditions or []
+            return any(c.type == "Suspended" and c.status == "True" for c in conditions)
+
+        await eventually(suspended, what="Suspended=True written by kbatchd")
+        assert await pods_of(core, "later") == []
+        await batch.patch_namespaced_job(
+            "later",
+            "default",
+            {
+                "spec": {
+                    "suspend": False,
+                    "template": {
+                        "spec": {
+                            "nodeSelector": {"cloud.provider.com/topology-rack": "b0-r1"},
+                            "containers": [
+                                {"name": "main", "resources": {"requests": {"cpu": "3"}}}
+                            ],
+                        }
+                    },
+                }
+            },
+        )
+
+        async def two_pods() -> list[Any]:
+            pods = await pods_of(core, "later")
+            return pods if len(pods) == 2 else []
+
+        pods = await eventually(two_pods, what="the resumed Job's pods")
+        for pod in pods:
+            assert pod.spec.containers[0].resources.requests["cpu"] == "3"
+            assert pod.spec.node_selector == {"cloud.provider.com/topology-rack": "b0-r1"}
+
+
+async def test_resources_of_a_running_job_are_immutable(tmp_path: Path) -> None:
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        batch = client.BatchV1Api(api)
+        await batch.create_namespaced_job("default", job_body("busy"))
+        patch = {
+            "spec": {
+                "template": {
+                    "spec": {
+                        "containers": [{"name": "main", "resources": {"requests": {"cpu": "2"}}}]
+                    }
+                }
+            }
+        }
+        with pytest.raises(ApiException) as refused:
+            await batch.patch_namespaced_job("busy", "default", patch)
+        assert refused.value.status == 422
+        assert "spec.template" in refused.value.body
+
+
+async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path: Path) -> None:
+    completions = 40
+    async with simulated_cluster(tmp_path, "--time-scale", "5") as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        async with kube_client(kubeconfig) as api:
+            core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+            body = job_body(
+                "many",
+                parallelism=10,
+                completions=completions,
+                cpu="100m",
+                annotations={"sim.kbatchd.dev/run-seconds": "2"},
+            )
+            await batch.create_namespaced_job("default", body)
+            async with spawn("daemon", "run", "--config", str(config)) as daemon:
+
+                async def some_pods() -> bool:
+                    return len(await pods_of(core, "many")) >= 5
+
+                await eventually(some_pods, what="the first pods")
+                daemon.send_signal(signal.SIGKILL)
+                await daemon.wait()
+            async with running_daemon(config):
+
+                async def complete() -> bool:
+                    job = await batch.read_namespaced_job("many", "default")
+                    conditions = job.status.conditions or []
+                    return any(c.type == "Complete" and c.status == "True" for c in conditions)
+
+                await eventually(complete, within=90, what="the Job Complete")
+                job = await batch.read_namespaced_job("many", "default")
+                assert job.status.succeeded == completions
+                assert not job.status.failed
+    created = {
+        intent.name
+        for _, event in await logged_events(tmp_path / "kbatchd.db")
+        for intent in getattr(event, "intents", ())
+        if intent.kind == "Pod" and type(intent).__name__ == "Create"
+    }
+    assert len(created) == completions

@@ -1,0 +1,176 @@
+"""Real `kbatchd` processes for integration tests: started on loopback, their output lines
+collected, and waited on by condition with a bound (never by sleeping)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+from kubernetes_asyncio import client, config
+
+from events.schema import Event
+from events.store import EventLog
+
+Predicate = Callable[[str], bool]
+
+
+class Child:
+    """A child process whose stdout and stderr lines are kept in order."""
+
+    def __init__(self, name: str, process: Process) -> None:
+        self.name = name
+        self.process = process
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._changed = anyio.Event()
+
+    async def _collect(self, stream: ByteReceiveStream | None, into: list[str]) -> None:
+        if stream is None:
+            return
+        pending = b""
+        async for chunk in stream:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                into.append(line.decode("utf-8", "replace"))
+            self._changed.set()
+            self._changed = anyio.Event()
+        if pending:
+            into.append(pending.decode("utf-8", "replace"))
+        self._changed.set()
+
+    async def wait_for(self, predicate: Predicate, *, within: float = 30.0) -> str:
+        """The first stdout line matching `predicate`, waiting for it up to `within` s."""
+        with anyio.fail_after(within):
+            seen = 0
+            while True:
+                for line in self.stdout[seen:]:
+                    if predicate(line):
+                        return line
+                seen = len(self.stdout)
+                if self.process.returncode is not None:
+                    raise AssertionError(f"{self.name} exited: {self.output()}")
+                await self._changed.wait()
+
+    def logs(self) -> list[dict[str, Any]]:
+        """The JSON log lines written so far."""
+        parsed = []
+        for line in self.stdout:
+            if line.startswith("{"):
+                parsed.append(json.loads(line))
+        return parsed
+
+    def output(self) -> str:
+        return "\n".join([*self.stdout[-40:], "--- stderr ---", *self.stderr[-40:]])
+
+    def send_signal(self, signum: signal.Signals) -> None:
+        self.process.send_signal(signum)
+
+    async def wait(self, *, within: float = 15.0) -> int:
+        with anyio.fail_after(within):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def spawn(name: str, *argv: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
+    """Start ``kbatchd ARGV`` and kill it on exit if it is still running."""
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    process = await anyio.open_process(
+        [sys.executable, "-m", "daemon.cli", *argv],
+        stdin=subprocess.DEVNULL,
+        env=environment,
+    )
+    child = Child(name, process)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child._collect, process.stdout, child.stdout)
+        tg.start_soon(child._collect, process.stderr, child.stderr)
+        try:
+            yield child
+        finally:
+            if process.returncode is None:
+                process.send_signal(signal.SIGKILL)
+            with anyio.move_on_after(10):
+                await process.wait()
+            await process.aclose()
+
+
+@asynccontextmanager
+async def simulated_cluster(
+    tmp: Path, *args: str, topology: str = "blocks=1,racks=2,hosts=4,gpus=8"
+) -> AsyncIterator[tuple[Child, Path]]:
+    """`kbatchd sim` on loopback; yields it and its kubeconfig once it serves."""
+    kubeconfig = tmp / "kubeconfig"
+    async with spawn(
+        "sim", "sim", "--kubeconfig", str(kubeconfig), "--topology", topology, *args
+    ) as sim:
+        await sim.wait_for(lambda line: line.startswith("ready "))
+        yield sim, kubeconfig
+
+
+def daemon_config(tmp: Path, kubeconfig: Path, **daemon: Any) -> Path:
+    """A TOML config for `kbatchd run` against one simulated cluster."""
+    lines = [
+        f'log = "{tmp / "kbatchd.db"}"',
+        "[[clusters]]",
+        'name = "sim-0"',
+        f'kubeconfig = "{kubeconfig}"',
+        "[daemon]",
+        "tick_seconds = 0.2",
+        "watch_inactivity_seconds = 10",
+        *(f"{key} = {json.dumps(value)}" for key, value in daemon.items()),
+    ]
+    path = tmp / "kbatchd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@asynccontextmanager
+async def running_daemon(config: Path) -> AsyncIterator[Child]:
+    """`kbatchd run` until its watches have listed (the `synced` log line)."""
+    async with spawn("daemon", "run", "--config", str(config)) as daemon:
+        await daemon.wait_for(lambda line: '"synced"' in line)
+        yield daemon
+
+
+async def eventually(
+    check: Callable[[], Awaitable[Any]], *, within: float = 30.0, what: str = "condition"
+) -> Any:
+    """Re-check `check` until it returns something truthy, for at most `within` seconds.
+
+    For state that has no event to wait on (another process's log file, say): polls with a
+    short back-off; fails with `what` when the bound passes."""
+    delay = 0.01
+    last: Any = None
+    try:
+        with anyio.fail_after(within):
+            while True:
+                last = await check()
+                if last:
+                    return last
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.25)
+    except TimeoutError:
+        raise AssertionError(f"{what} not reached within {within} s (last: {last!r})") from None
+
+
+async def logged_events(path: Path) -> list[tuple[int, Event]]:
+    """Every event in a log another process may be writing (read-only, never blocks it)."""
+    async with EventLog.open(path, readonly=True) as log:
+        return [pair async for pair in log.read()]
+
+
+@asynccontextmanager
+async def kube_client(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    async with client.ApiClient(configuration) as api:
+        yield api
