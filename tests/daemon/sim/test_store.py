@@ -1,0 +1,115 @@
+"""The store on its own: resourceVersions, history bounds, consistent pages, selectors."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon.sim.errors import ApiError
+from daemon.sim.registry import Registry
+from daemon.sim.resources import NAMESPACES, PODS
+from daemon.sim.selectors import field_selector, label_selector
+from daemon.sim.store import Expired, Store, decode
+
+
+def pod(name: str, **labels: str) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+
+
+def store_with_default(history: int = 100) -> tuple[Store, Registry]:
+    store = Store(seed=1, history=history)
+    registry = Registry(store)
+    registry.create(NAMESPACES, "", {"metadata": {"name": "default"}})
+    return store, registry
+
+
+def test_resource_versions_are_global_and_increasing() -> None:
+    store, registry = store_with_default()
+    a = registry.create(PODS, "default", pod("a"))
+    ns = registry.create(NAMESPACES, "", {"metadata": {"name": "x"}})
+    b = registry.create(PODS, "default", pod("b"))
+    assert a.rv < ns.rv < b.rv == store.rv
+    assert a.obj["metadata"]["resourceVersion"] == str(a.rv)
+
+
+def test_seeded_identities_are_reproducible() -> None:
+    uids = []
+    for _ in range(2):
+        _store, registry = store_with_default()
+        created = registry.create(
+            PODS, "default", {"metadata": {"generateName": "w-"}, "spec": pod("x")["spec"]}
+        )
+        uids.append((created.obj["metadata"]["uid"], created.obj["metadata"]["name"]))
+    assert uids[0] == uids[1]
+
+
+def test_history_is_bounded_per_kind() -> None:
+    store, registry = store_with_default(history=2)
+    first = registry.create(PODS, "default", pod("a"))
+    registry.create(PODS, "default", pod("b"))
+    registry.create(PODS, "default", pod("c"))
+    with pytest.raises(Expired) as err:
+        store.table(PODS).events_after(first.rv - 1)
+    assert str(err.value) == f"too old resource version: {first.rv - 1} ({first.rv})"
+    assert [e.key for e in store.table(PODS).events_after(first.rv)] == ["default/b", "default/c"]
+    # Namespaces keep their own history.
+    assert store.table(NAMESPACES).events_after(0)
+
+
+def test_pages_reconstruct_the_snapshot() -> None:
+    store, registry = store_with_default()
+    for name in "abcde":
+        registry.create(PODS, "default", pod(name))
+    snapshot = store.rv
+    items, last = store.page(PODS, None, None, limit=2, at_rv=snapshot)
+    assert [decode(i)["metadata"]["name"] for i in items] == ["a", "b"]
+    assert last == "default/b"
+    registry.create(PODS, "default", pod("bb"))
+    from daemon.sim.registry import DeleteOptions
+
+    registry.delete(PODS, "default", "c", DeleteOptions())
+    registry.update(
+        PODS,
+        "default",
+        "d",
+        {
+            **store.get(PODS, "default", "d").copy(),
+            "metadata": {
+                **store.get(PODS, "default", "d").copy()["metadata"],
+                "labels": {"new": "1"},
+            },
+        },
+    )  # type: ignore[union-attr]
+    items, last = store.page(PODS, None, None, after=last, limit=2, at_rv=snapshot)
+    names = [decode(i)["metadata"] for i in items]
+    assert [m["name"] for m in names] == ["c", "d"]
+    assert names[1].get("labels") == {}
+    items, last = store.page(PODS, "default", None, after=last, limit=2, at_rv=snapshot)
+    assert [decode(i)["metadata"]["name"] for i in items] == ["e"]
+    assert last is None
+
+
+def test_label_selector_grammar() -> None:
+    objs = [pod("a", env="prod", tier="web"), pod("b", env="dev"), pod("c")]
+
+    def names(selector: str) -> list[str]:
+        predicate = label_selector(selector)
+        assert predicate is not None
+        return [str(o["metadata"]["name"]) for o in objs if predicate(o)]  # type: ignore[index]
+
+    assert names("env in (prod, dev),!tier") == ["b"]
+    assert names("env notin (prod)") == ["b", "c"]
+    assert label_selector("") is None
+    for bad in ("env in (a", "=x", "a b", "key=bad value"):
+        with pytest.raises(ApiError):
+            label_selector(bad)
+
+
+def test_field_selector_support() -> None:
+    predicate = field_selector("spec.unschedulable=true", "Node")
+    assert predicate is not None
+    assert predicate({"spec": {"unschedulable": True}})
+    with pytest.raises(ApiError, match=r"field label not supported: spec\.nodeName"):
+        field_selector("spec.nodeName=x", "Job")
