@@ -50,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--show", metavar="KIND/NAMESPACE/NAME", help="one object's state and history"
     )
 
-    demo = commands.add_parser("demo", help="write a synthetic log, then replay it")
+    demo = commands.add_parser(
+        "demo", help="the daemon on a simulated cluster, a scenario, and what happened"
+    )
     demo.add_argument("--var", type=Path, default=Path("var"), help="where the log goes")
-    demo.add_argument("--events", type=_positive_int, default=200_000)
 
     run = commands.add_parser("run", help="run the daemon")
     run.add_argument("--config", type=Path, help="TOML settings (default: $KBATCHD_CONFIG)")
@@ -94,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from daemon.demo import fresh_log_path, run_demo
 
-            return anyio.run(run_demo, fresh_log_path(args.var), args.events)
+            return anyio.run(run_demo, fresh_log_path(args.var))
     except (LogError, CliError, ConfigError, ApiConfigError) as exc:
         print(f"kbatchd: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from decimal import ROUND_CEILING, Decimal
 from typing import Final
 
@@ -60,6 +61,9 @@ def parse_quantity(text: str | int | float) -> Decimal:
         raise QuantityError(f"invalid quantity {text!r}") from exc
 
 
+# Clusters repeat a handful of quantity strings ("1", "500m", "8Gi") across every pod; decoding
+# a watch stream parses each many times over.
+@lru_cache(maxsize=4096)
 def to_units(resource: str, text: str | int | float) -> int:
     """The quantity in canonical integer units for `resource` (millicores for CPU)."""
     try:

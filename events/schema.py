@@ -105,8 +105,9 @@ def decode_event(body: bytes) -> Event:
 def event_ref(event: Event) -> str | None:
     """The object an event is about (``Kind/cluster/namespace/name``), if any; stored beside
     the body so that one object's history can be found without decoding the whole log."""
-    if isinstance(event, Observed):
-        return event.ref
+    if type(event) is Observed:  # every append computes this: the cheap path first
+        obj = event.obj
+        return f"{type(obj).__name__}/{event.cluster}/{obj.namespace}/{obj.name}"
     if isinstance(event, Decided):
         return event.key
     return None

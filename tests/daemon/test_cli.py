@@ -242,8 +242,13 @@ def test_progress_is_shown_on_a_terminal(log_file: Path) -> None:
     assert b"replaying 3,000/3,000 (100%)" in seen
 
 
-def test_demo_writes_and_replays_a_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--var", str(tmp_path), "--events", "4000"]) == 0
+def test_demo_runs_the_daemon_on_the_simulated_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--var", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "replay from the snapshot reproduces the live fold exactly" in out
-    assert (tmp_path / "demo.db").exists()
+    assert "daemon synced" in out
+    assert "train Complete" in out
+    assert "BackoffLimitExceeded: Failed" in out
+    assert "failed intents: 0" in out
+    assert (tmp_path / "kbatchd.db").exists()
