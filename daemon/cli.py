@@ -49,6 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--show", metavar="KIND/NAMESPACE/NAME", help="one object's state and history"
     )
+    replay.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-run the reconcilers at every recorded decision; exit 1 on a divergence",
+    )
+    replay.add_argument("--from", dest="from_seq", type=_positive_int, default=1, metavar="SEQ")
+    replay.add_argument(
+        "--config", type=Path, help="the daemon's settings (reconciler settings for --verify)"
+    )
 
     demo = commands.add_parser(
         "demo", help="the daemon on a simulated cluster, a scenario, and what happened"
@@ -125,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 async def _replay(args: argparse.Namespace) -> int:
+    if args.verify:
+        return await _verify(args)
     async with EventLog.open(args.log, readonly=True) as log:
         replayed = await rebuild(log, until=args.until, progress=_tty_progress())
         if args.show:
@@ -134,6 +145,53 @@ async def _replay(args: argparse.Namespace) -> int:
             data = summary(replayed, str(args.log))
             print(_json(data) if args.json else render_summary(data))
     return 0
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    from daemon import wiring
+    from daemon.verify import verify
+
+    settings = config.load(args.config)
+    async with EventLog.open(args.log, readonly=True) as log:
+        result = await verify(
+            log,
+            wiring.reconcilers(settings),
+            from_seq=args.from_seq,
+            until=args.until,
+            levels=tuple(settings.topology.levels),
+            progress=_tty_progress(),
+        )
+    if args.json:
+        print(_json(result))
+    elif result.divergence is None:
+        print(
+            f"{args.log}: {result.checked:,} decision(s) in seq {result.first_seq:,}.."
+            f"{result.last_seq:,} reproduced exactly"
+        )
+    else:
+        print(render_divergence(str(args.log), result.divergence))
+    return 0 if result.divergence is None else 1
+
+
+def render_divergence(path: str, found: Any) -> str:
+    def short(value: Any) -> str:
+        text = msgspec.json.encode(value).decode()
+        return text if len(text) <= 200 else text[:197] + "..."
+
+    lines = [
+        f"{path}: decision at seq {found.seq:,} is not reproduced",
+        f"  reconciler {found.reconciler}, key {found.key}",
+        f"  recorded reason:   {found.recorded['reason']}",
+        "  recomputed reason: "
+        + (found.recomputed["reason"] if found.recomputed else "(no decision)"),
+        f"  first difference at {found.path}:",
+        f"    recorded:   {short(found.recorded_value)}",
+        f"    recomputed: {short(found.recomputed_value)}",
+        "  (--json prints both decisions whole)",
+        "  the events that fed it:",
+        *(f"    {e['seq']:>10,}  {e['at']}  {e['summary']}" for e in found.fed_by),
+    ]
+    return "\n".join(lines)
 
 
 def _json(data: Any) -> str:

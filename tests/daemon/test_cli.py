@@ -251,4 +251,5 @@ def test_demo_runs_the_daemon_on_the_simulated_cluster(
     assert "train Complete" in out
     assert "BackoffLimitExceeded: Failed" in out
     assert "failed intents: 0" in out
-    assert (tmp_path / "kbatchd.db").exists()
+    assert main(["replay", str(tmp_path / "kbatchd.db"), "--verify"]) == 0
+    assert "reproduced exactly" in capsys.readouterr().out

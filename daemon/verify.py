@@ -1,0 +1,171 @@
+"""`kbatchd replay LOG --verify`: re-run the reconcilers wherever the log records a decision
+and check that they decide exactly what was recorded. This is what proves the reconcilers
+pure: same state in, same decision out.
+
+The daemon decides in passes: after folding a batch it runs the reconcilers over the dirty
+keys against that one state and appends all their decisions together. So a run of
+consecutive `Decided` events is one pass, and each of its decisions is recomputed against the
+state just before the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from daemon.reconcilers.base import Reconciler
+from daemon.reconcilers.runner import decide
+from events.fold import fold
+from events.replay import describe, iso_time, plain
+from events.schema import Decided, Event, Observed
+from events.state import State, decode_state, empty_state
+from events.store import EventLog
+from events.topology import DEFAULT_LEVELS
+
+Progress = Callable[[int, int], None]
+
+
+class Divergence(msgspec.Struct):
+    seq: int
+    reconciler: str
+    key: str
+    recorded: dict[str, Any]
+    recomputed: dict[str, Any] | None
+    # The events since the snapshot the check started from that concern the key.
+    fed_by: list[dict[str, Any]]
+    # Where they first differ: a path into the decision and the two values there.
+    path: str = ""
+    recorded_value: Any = None
+    recomputed_value: Any = None
+
+
+class Verified(msgspec.Struct):
+    checked: int
+    first_seq: int
+    last_seq: int
+    divergence: Divergence | None = None
+
+
+async def verify(
+    log: EventLog,
+    reconcilers: Sequence[Reconciler],
+    *,
+    from_seq: int = 1,
+    until: int | None = None,
+    levels: tuple[str, ...] = DEFAULT_LEVELS,
+    progress: Progress | None = None,
+) -> Verified:
+    by_name = {r.name: r for r in reconcilers}
+    last = log.last_seq if until is None else min(until, log.last_seq)
+    state = empty_state(levels)
+    found = await log.latest_snapshot(at_or_before=max(from_seq - 1, 0))
+    if found is not None:
+        state = decode_state(found[1])
+    start = state.seq
+    checked = 0
+    # The decisions of one pass, held back until the pass ends: each is checked against the
+    # state before any of them is folded, as the daemon decided them.
+    pending: list[tuple[int, Decided]] = []
+
+    async def flush() -> Divergence | None:
+        nonlocal checked
+        for seq, recorded in pending:
+            if seq >= from_seq:
+                checked += 1
+                problem = _check(state, by_name, seq, recorded)
+                if problem is not None:
+                    problem.fed_by = await _fed_by(log, start, seq, recorded.key)
+                    return problem
+        for seq, recorded in pending:
+            fold(state, seq, recorded)
+        pending.clear()
+        return None
+
+    async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
+        for seq, event in batch:
+            if isinstance(event, Decided):
+                pending.append((seq, event))
+                continue
+            if pending and (problem := await flush()) is not None:
+                return Verified(checked, from_seq, problem.seq, problem)
+            fold(state, seq, event)
+        if progress is not None:
+            progress(state.seq, last)
+    if pending and (problem := await flush()) is not None:
+        return Verified(checked, from_seq, problem.seq, problem)
+    return Verified(checked, from_seq, last)
+
+
+def _check(
+    state: State, reconcilers: dict[str, Reconciler], seq: int, recorded: Decided
+) -> Divergence | None:
+    reconciler = reconcilers.get(recorded.reconciler)
+    if reconciler is None:
+        return Divergence(seq, recorded.reconciler, recorded.key, _summary(recorded), None, [])
+    event, _ = decide(state, reconciler, recorded.key)
+    if event == recorded:
+        return None
+    want = _summary(recorded)
+    got = _summary(event) if event is not None else None
+    path, left, right = first_difference(want, got)
+    return Divergence(seq, recorded.reconciler, recorded.key, want, got, [], path, left, right)
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any]:
+    """The first place where two plain values differ (depth first, keys in order)."""
+    if type(a) is not type(b):
+        return path or "(whole)", a, b
+    if isinstance(a, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key, _MISSING) != b.get(key, _MISSING):
+                return first_difference(
+                    a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}".lstrip(".")
+                )
+    if isinstance(a, list):
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return first_difference(x, y, f"{path}[{index}]")
+        if len(a) != len(b):
+            return f"{path} (length)", len(a), len(b)
+    return path or "(whole)", a, b
+
+
+_MISSING: Any = "<absent>"
+
+
+def _summary(event: Decided) -> dict[str, Any]:
+    return {
+        "at": iso_time(event.at),
+        "reason": event.reason,
+        "intents": [plain(intent) for intent in event.intents],
+    }
+
+
+async def _fed_by(log: EventLog, after: int, until: int, key: str) -> list[dict[str, Any]]:
+    """The events since `after` about `key` or about objects it controls."""
+    kind, cluster, namespace, name = key.split("/", 3)
+    found = []
+    async for batch in log.read_batches(from_seq=after + 1, until=until - 1):
+        for seq, event in batch:
+            if _concerns(event, key, kind, cluster, namespace, name):
+                found.append({"seq": seq, "at": iso_time(event.at), "summary": describe(event)})
+    return found[-50:]
+
+
+def _concerns(event: Event, key: str, kind: str, cluster: str, namespace: str, name: str) -> bool:
+    if isinstance(event, Decided):
+        return event.key == key
+    if isinstance(event, Observed):
+        if event.ref == key:
+            return True
+        owner = event.obj.controller
+        return (
+            owner is not None
+            and event.cluster == cluster
+            and event.obj.namespace == namespace
+            and owner.kind == kind
+            and owner.name == name
+        )
+    return False
