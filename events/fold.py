@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from events import expectations
-from events.objects import KINDS, Node, Pod, SlimObject
+from events import expectations, gangs, jobs, jobsets
+from events.objects import KINDS, TERMINAL_PHASES, Job, Node, Pod, PodGroup, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
 
@@ -63,14 +63,35 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         old = table.get(key)
         table[key] = current = obj
     if cls is Pod:
-        state.topology.charge_pod(cluster, key, current)  # type: ignore[arg-type]
+        moved = state.topology.charge_pod(cluster, key, current)  # type: ignore[arg-type]
         if old is None or current is None or old.owners != obj.owners:
             _index_child(state, cluster, key, old, current)
+        if old is None or current is None or old.pod_group != obj.pod_group:  # type: ignore[union-attr]
+            gangs.pod_changed(state, cluster, key, old, current)  # type: ignore[arg-type]
+        if dirty is not None and moved and state.gang_waiting and key not in state.topology.charges:
+            # The pod stopped taking room: gangs waiting for room there may fit now.
+            gangs.wake(state, cluster, dirty)
+        # Only a pod new to the state, or a change that can finish a pod for its Job's
+        # back-off (a terminal phase, a deletion, a finalizer gone) touches the Job's records;
+        # most pod events (binding, Running, readiness, resizes) do none of these.
+        if current is not None and (
+            old is None
+            or (old.phase != current.phase and current.phase in TERMINAL_PHASES)  # type: ignore[union-attr]
+            or old.deletion_ts != current.deletion_ts
+            or old.finalizers != current.finalizers
+        ):
+            jobs.pod_changed(state, cluster, old, current)  # type: ignore[arg-type]
+    elif cls is Job:
+        jobs.job_changed(state, key, old, current)  # type: ignore[arg-type]
     elif cls is Node:
-        state.topology.set_node(cluster, key, current)  # type: ignore[arg-type]
+        moved = state.topology.set_node(cluster, key, current)  # type: ignore[arg-type]
+        if dirty is not None and moved and state.gang_waiting and key in state.topology.paths:
+            gangs.wake(state, cluster, dirty)  # a node joined or changed: maybe room for a gang
         if dirty is not None and (current is None or old is None or old.ready != obj.ready):  # type: ignore[union-attr]
             # Pods on a node that turned NotReady (or back) may now count differently.
             _dirty_owners_on(state, cluster, f"{cluster}//{obj.name}", dirty)
+    elif cls is PodGroup:
+        gangs.podgroup_changed(state, cluster, key, current)  # type: ignore[arg-type]
     if not state.expected and dirty is None:
         return
     ref = f"{cls.__name__}/{key}"
@@ -81,8 +102,12 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         owner = obj.controller
         if owner is not None:
             dirty.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
+        if cls is Pod:
+            jobsets.dirty_in_place(state, cluster, obj, dirty)  # type: ignore[arg-type]
         if cls is Pod and obj.pod_group:  # type: ignore[union-attr]
-            dirty.add(f"PodGroup/{cluster}/{obj.namespace}/{obj.pod_group}")  # type: ignore[union-attr]
+            gangs.dirty_group(state, f"{cluster}/{obj.namespace}/{obj.pod_group}", dirty)  # type: ignore[union-attr]
+        elif cls is PodGroup:
+            gangs.dirty_workload(cluster, obj, dirty)  # type: ignore[arg-type]
 
 
 def _controller_ref(cluster: str, obj: SlimObject) -> str | None:

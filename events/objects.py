@@ -73,6 +73,9 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # When the pod finished (ms): the newest container finishedAt once every container has
     # terminated, else when Ready last turned False; None while it runs.
     finished: int | None = None
+    # The highest restartCount of any one container (restart_count is their sum): what
+    # JobSet's in-place restart limit compares with maxRestarts (spec B5.2).
+    max_container_restarts: int = 0
 
     @property
     def ready(self) -> bool:
@@ -118,6 +121,15 @@ class PersistentVolumeClaim(KObject, frozen=True, tag="PersistentVolumeClaim"):
 SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+
+# kbatchd's finalizer on every pod it creates for a Job it manages: a finished pod that still
+# carries it is not yet counted in the Job's status (daemon.reconcilers.job). The fold reads it
+# too (events.jobs), so it is defined here. Never the built-in controller's
+# `batch.kubernetes.io/job-tracking`, which external controllers must not use (spec A0).
+JOB_TRACKING_FINALIZER: Final = "kbatchd.dev/job-tracking"
+# The ordinal of a pod among all the pods kbatchd created for its Job; the pod's name is derived
+# from it, and the fold keeps the highest one seen so that no name is ever used twice.
+POD_ORDINAL_ANNOTATION: Final = "kbatchd.dev/pod-ordinal"
 
 KINDS: Final[dict[str, type[KObject]]] = {
     cls.__name__: cls for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim)
@@ -337,8 +349,10 @@ def pod_from_wire(wire: _WirePod) -> Pod:
     all_terminated = bool(app_statuses)
     # App containers first, then init containers: a podFailurePolicy rule may name either.
     app_count = len(app_statuses)
+    max_restarts = 0
     for position, cs in enumerate((*app_statuses, *(status.init_container_statuses or ()))):
         restarts += cs.restart_count
+        max_restarts = max(max_restarts, cs.restart_count)
         terminated = cs.state.terminated if cs.state else None
         if position < app_count:
             if terminated is None:
@@ -380,6 +394,7 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         phase=status.phase,
         conditions={c.type: c.status for c in conditions},
         restart_count=restarts,
+        max_container_restarts=max_restarts,
         exit_codes=exit_codes,
         grace_seconds=30 if grace is None else grace,
         finished=finished,

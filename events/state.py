@@ -46,6 +46,15 @@ class Expectation(msgspec.Struct, array_like=True):
     done: bool = False
 
 
+class BackoffRecord(msgspec.Struct, array_like=True):
+    """A Job's pod re-creation back-off (spec A5.4, upstream `backoffRecord`): how many of its
+    pods failed since the newest success, and when the newest of those failures finished (ms).
+    Kept only while `failures` > 0; maintained by `events.jobs`."""
+
+    failures: int
+    last_failure_ms: int
+
+
 class State(msgspec.Struct):
     seq: int = 0
     now: int = 0
@@ -70,6 +79,16 @@ class State(msgspec.Struct):
     awaiting: dict[str, int] = {}
     # ``reconciler key`` -> the reason of its newest decision.
     reasons: dict[str, str] = {}
+    # ``Job/cluster/namespace/name`` -> its back-off record, which must outlive the pods that
+    # failed (their tracking finalizer goes once counted, and then so do they).
+    job_backoff: dict[str, BackoffRecord] = {}
+    # ``Job/cluster/namespace/name`` -> one more than the highest pod ordinal seen on its pods:
+    # where the next pod's ordinal (and so its name) starts.
+    pod_ordinals: dict[str, int] = {}
+    # ``cluster/namespace/podgroup`` -> keys of the pods naming it in spec.schedulingGroup;
+    # cluster -> keys of the PodGroups waiting for room (both kept by `events.gangs`).
+    group_members: dict[str, set[str]] = {}
+    gang_waiting: dict[str, set[str]] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

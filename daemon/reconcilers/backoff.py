@@ -1,35 +1,21 @@
 """Pod re-creation back-off after failures (upstream `backoff_utils.go`).
 
-Upstream keeps an in-memory record per Job (failures since the last success, time of the
-newest failure) fed by the pods that finished since the previous sync, and loses it on
-restart. Here the record is recomputed from the pods the state still holds, terminal ones
-included (the controller never deletes finished pods), so it is a pure function of the state
-and replays exactly.
+The Job-wide record (failures since the newest success, when the newest failed) is kept by the
+fold (`events.jobs`, `State.job_backoff`), because the pods it counts may be gone by the time
+the back-off matters; per-index back-off reads the failed pod itself, which keeps its
+finalizer (so stays) until its replacement exists. Both replay exactly: they are functions of
+the logged events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Final
-
-from events.objects import Pod
 
 BASE_MS: Final = 10_000
 # The docs say six minutes; the controller's `MaxJobPodFailureBackOff` is ten (spec A5.4).
 MAX_MS: Final = 10 * 60_000
 # Upstream never requeues sooner than its pod-event batching period.
 MIN_REQUEUE_MS: Final = 1_000
-
-
-def finish_time(pod: Pod) -> int:
-    """When the pod finished, in ms: the newest container `finishedAt` when every container
-    terminated (or the Ready=False transition), else its deletion time less the grace period,
-    else its creation time — upstream `getFinishedTime`'s order."""
-    if pod.finished is not None:
-        return pod.finished
-    if pod.deletion_ts is not None:
-        return pod.deletion_ts - pod.grace_seconds * 1000
-    return pod.created
 
 
 def delay_ms(failures: int, base_ms: int = BASE_MS, max_ms: int = MAX_MS) -> int:
@@ -49,22 +35,3 @@ def ready_at(failures: int, last_failure: int | None, base_ms: int, max_ms: int)
     if failures <= 0 or last_failure is None:
         return None
     return last_failure + delay_ms(failures, base_ms, max_ms)
-
-
-class Record:
-    """Failures since the newest success and when the newest of them happened."""
-
-    __slots__ = ("failures", "last_failure")
-
-    def __init__(self, failures: int = 0, last_failure: int | None = None) -> None:
-        self.failures = failures
-        self.last_failure = last_failure
-
-
-def job_record(succeeded: Iterable[Pod], failed: Iterable[Pod]) -> Record:
-    """The Job-wide record: failures that finished after the newest success."""
-    last_success = max((finish_time(p) for p in succeeded), default=None)
-    times = [finish_time(p) for p in failed]
-    if last_success is not None:
-        times = [t for t in times if t > last_success]
-    return Record(len(times), max(times, default=None))

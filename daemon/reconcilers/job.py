@@ -22,6 +22,12 @@ so a write computed from a status the server has since changed is refused instea
 from stale numbers. Pods deleted for suspension or scale-down lose the finalizer in one
 decision and are deleted by the next, so they are never counted and no decision touches a
 pod twice.
+
+What outlives the pods. A counted pod may vanish, and with it what only it showed; two facts
+the reconciler needs later are therefore folded into the state from the pods' changes
+(`events.jobs`): the Job-wide back-off record (failures since the newest success, when the
+newest finished: spec A5.4), and the highest pod ordinal the Job's pods carried, from which
+new pods are numbered and named so that no name recurs in the Job's life (`jobpods`).
 """
 
 from __future__ import annotations
@@ -35,11 +41,11 @@ from daemon.reconcilers.jobpods import owned_pods, release_patch
 from daemon.reconcilers.jobspec import JobSpecError, managed_by, view_job
 from daemon.reconcilers.jobsync import Sync
 from events.intents import Patch
-from events.objects import Job, Pod
+from events.objects import JOB_TRACKING_FINALIZER, Job, Pod
 from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
-DEFAULT_FINALIZER: Final = "kbatchd.dev/job-tracking"
+DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,8 @@ class JobReconciler:
     # treated as failed and replaced even under podReplacementPolicy Failed. None: off.
     stuck_terminating_after_ms: int | None = None
     # Never `batch.kubernetes.io/job-tracking`: external controllers must not use the
-    # built-in controller's finalizer (spec A0).
+    # built-in controller's finalizer (spec A0). The fold's back-off record follows
+    # JOB_TRACKING_FINALIZER, so another value would leave the Job-wide back-off blind.
     finalizer: str = DEFAULT_FINALIZER
     # Pod re-creation back-off after failures: base doubling per failure, capped (A5.4).
     backoff_base_ms: int = backoff.BASE_MS

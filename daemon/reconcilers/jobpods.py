@@ -1,15 +1,32 @@
 """A Job's pods: which belong to it, how they are ordered for removal, and the pods it creates.
 
-Pod names are deterministic so that the actuator can make creates idempotent: the random
-5-character suffix of upstream's `generateName` is replaced by one derived from the Job uid,
-the completion index and an attempt number (the lowest one whose name is free).
+Pod names are deterministic so that the actuator can make creates idempotent, and must never
+repeat within a Job's life (upstream's `generateName` gives every replacement a new random
+name; a reused one would make a new pod look like an old one in logs, events and metrics).
+The random 5-character suffix of `generateName` is replaced by a function of the Job uid, the
+completion index and the pod's *ordinal*: its number among all the pods kbatchd created for
+the Job, Job-wide and written on the pod (`POD_ORDINAL_ANNOTATION`). A decision numbers its
+new pods from the fold's watermark (`State.pod_ordinals`: one more than the highest ordinal
+ever observed on the Job's pods), so:
+
+- unique: a pod kbatchd created cannot vanish before kbatchd observed it (its tracking
+  finalizer holds it until kbatchd removes it, which it does only to pods it has seen), so
+  the ordinal of every pod that is gone is below the watermark of any later decision, and
+  no later decision can produce its name again; within one decision ordinals are distinct;
+  and for one index (one name prefix) the suffix is a bijection of the ordinal below 36**5.
+  An ordinal a decision uses at or above the watermark belongs at most to a pod that was
+  created but is not yet observed (its outcome lost): reused for the same index it yields
+  that very pod's name, so the create meets AlreadyExists instead of making a second pod;
+  for another index the prefix differs;
+- deterministic: the names are a function of the state, so a decision computed again from
+  the same state (replay, `--verify`) names the same pods.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Final
 
 from daemon.reconcilers.jobspec import (
@@ -24,13 +41,17 @@ from daemon.reconcilers.jobspec import (
     JobView,
 )
 from events.intents import Patch
-from events.objects import Pod
+from events.objects import POD_ORDINAL_ANNOTATION, Pod
 
 UNKNOWN_INDEX: Final = -1
 # `names.MaxGeneratedNameLength`: 63 minus the 5 random characters.
 MAX_GENERATED_PREFIX: Final = 58
 SUFFIX_LENGTH: Final = 5
 _ALPHABET: Final = "0123456789abcdefghijklmnopqrstuvwxyz"
+SUFFIXES: Final = len(_ALPHABET) ** SUFFIX_LENGTH  # 60,466,176 = 2**10 * 3**10
+# Coprime with SUFFIXES (odd, not a multiple of 3), so ordinal -> ordinal * stride is a
+# bijection modulo SUFFIXES; near SUFFIXES / golden ratio so consecutive suffixes look unrelated.
+_STRIDE: Final = 37_369_759
 # controller.ActivePods ranks phases so that pods in earlier stages are removed first.
 _PHASE_RANK: Final = {"Pending": 0, "Unknown": 1, "Running": 2}
 
@@ -137,9 +158,13 @@ def name_prefix(job_name: str, index: int | None) -> str:
     return prefix
 
 
-def name_suffix(job_uid: str, index: int | None, attempt: int) -> str:
-    digest = hashlib.sha256(f"{job_uid}/{'' if index is None else index}/{attempt}".encode())
-    value = int.from_bytes(digest.digest()[:8], "big") % len(_ALPHABET) ** SUFFIX_LENGTH
+def name_suffix(job_uid: str, index: int | None, ordinal: int) -> str:
+    """Five characters from the ordinal: an offset drawn from the Job uid and the index, plus
+    the ordinal times a stride coprime with the number of suffixes — distinct for distinct
+    ordinals below `SUFFIXES`, so within one index (one name prefix) no two pods share one."""
+    digest = hashlib.sha256(f"{job_uid}/{'' if index is None else index}".encode()).digest()
+    offset = int.from_bytes(digest[:8], "big")
+    value = (offset + ordinal * _STRIDE) % SUFFIXES
     chars = []
     for _ in range(SUFFIX_LENGTH):
         value, digit = divmod(value, len(_ALPHABET))
@@ -147,29 +172,22 @@ def name_suffix(job_uid: str, index: int | None, attempt: int) -> str:
     return "".join(reversed(chars))
 
 
-def fresh_names(
-    job_name: str, job_uid: str, index: int | None, start: int, taken: set[str]
-) -> Iterator[str]:
-    """Pod names for new pods of one index (None: NonIndexed), skipping those in `taken`."""
-    prefix = name_prefix(job_name, index)
-    attempt = start
-    while True:
-        name = prefix + name_suffix(job_uid, index, attempt)
-        attempt += 1
-        if name not in taken:
-            yield name
+def pod_name(job_name: str, job_uid: str, index: int | None, ordinal: int) -> str:
+    """The name of the Job's pod with `ordinal` (for `index`; None: NonIndexed)."""
+    return name_prefix(job_name, index) + name_suffix(job_uid, index, ordinal)
 
 
 def pod_body(
     view: JobView,
     name: str,
+    ordinal: int,
     finalizer: str,
     index: int | None,
     failure_counts: tuple[int, int] | None,
 ) -> dict[str, Any]:
     """The pod to create: the Job's current template plus the Job's selector labels, the
     completion index (annotation, label, hostname, env), the per-index failure counts, the
-    controller reference and kbatchd's tracking finalizer."""
+    pod's ordinal, the controller reference and kbatchd's tracking finalizer."""
     job = view.job
     meta = view.template_meta
     labels: dict[str, str] = dict(meta.get("labels") or {})
@@ -195,12 +213,14 @@ def pod_body(
         annotations[INDEX_FAILURE_COUNT] = str(failures)
         if ignored > 0:
             annotations[INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
+    annotations[POD_ORDINAL_ANNOTATION] = str(ordinal)
     if finalizer not in finalizers:
         finalizers.append(finalizer)
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": job.namespace,
         "labels": labels,
+        "annotations": annotations,
         "ownerReferences": [
             {
                 "apiVersion": "batch/v1",
@@ -213,8 +233,6 @@ def pod_body(
         ],
         "finalizers": finalizers,
     }
-    if annotations:
-        metadata["annotations"] = annotations
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

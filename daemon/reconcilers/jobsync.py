@@ -19,10 +19,10 @@ from daemon.reconcilers.jobpods import (
     absolute_failure_count,
     annotation_count,
     completion_index,
-    fresh_names,
     is_active,
     is_terminating,
     pod_body,
+    pod_name,
     pods_for_removal,
 )
 from daemon.reconcilers.jobspec import (
@@ -43,6 +43,7 @@ from daemon.reconcilers.jobstatus import (
 )
 from daemon.reconcilers.successpolicy import success_policy_message
 from events.intents import Create, Delete, Intent, Patch
+from events.jobs import finish_time
 from events.objects import Pod
 from events.state import State
 
@@ -135,6 +136,8 @@ class Sync:
         self.cluster = cluster
         self.view = view
         self.job = view.job
+        # The key of the fold's per-Job records (back-off, pod ordinals).
+        self.key = f"Job/{cluster}/{view.job.namespace}/{view.job.name}"
         self.pods = pods
         self.now = now
         self.plan = _Plan()
@@ -286,7 +289,7 @@ class Sync:
     def _pod_failure_policy_target(self) -> _Target | None:
         if self.policy is None:
             return None
-        for pod in sorted(self.pods, key=lambda p: (backoff.finish_time(p), p.name)):
+        for pod in sorted(self.pods, key=lambda p: (finish_time(p), p.name)):
             if self.considered_failed(pod):
                 message = self.match(pod).message
                 if message is not None:
@@ -372,7 +375,7 @@ class Sync:
             current = delayed.get(index)
             if current is None or (
                 absolute_failure_count(current) <= absolute_failure_count(pod)
-                and backoff.finish_time(pod) >= backoff.finish_time(current)
+                and finish_time(pod) >= finish_time(current)
             ):
                 delayed[index] = pod
         return delayed
@@ -457,14 +460,13 @@ class Sync:
 
     def _create(self, missing: int, active: int, want: int) -> None:
         view = self.view
-        if not view.per_index:
-            record = backoff.job_record(
-                (p for p in self.pods if p.phase == "Succeeded"),
-                (p for p in self.pods if self._feeds_backoff(p)),
-            )
+        # Per-index back-off gates each index below instead (upstream ignores the Job-wide
+        # record when backoffLimitPerIndex is set).
+        record = None if view.per_index else self.state.job_backoff.get(self.key)
+        if record is not None:
             ready_at = backoff.ready_at(
                 record.failures,
-                record.last_failure,
+                record.last_failure_ms,
                 self.rec.backoff_base_ms,
                 self.rec.backoff_max_ms,
             )
@@ -483,15 +485,6 @@ class Sync:
                 f"CreatePods: creating {len(self.plan.creates)} pod(s); "
                 f"{active} active of {want} wanted"
             )
-
-    def _feeds_backoff(self, pod: Pod) -> bool:
-        """Failures that delay new pods: those not yet accounted, those counted as failed, and
-        those that failed on their own. A pod deleted without its finalizer and not in the
-        uncounted list may be one kbatchd deleted for suspension or scale-down, which upstream
-        never counts, so it is left out."""
-        if not self.considered_failed(pod):
-            return False
-        return self.tracked(pod) or pod.uid in self.uncounted_failed or pod.deletion_ts is None
 
     def _back_off(self, ready_at: int, why: str) -> None:
         due = max(ready_at, self.now + backoff.MIN_REQUEUE_MS)
@@ -519,7 +512,7 @@ class Sync:
             if previous is not None:
                 due = backoff.ready_at(
                     absolute_failure_count(previous) + 1,
-                    backoff.finish_time(previous),
+                    finish_time(previous),
                     self.rec.backoff_base_ms,
                     self.rec.backoff_max_ms,
                 )
@@ -536,19 +529,21 @@ class Sync:
         return ready
 
     def _create_pods(self, indexes: list[int | None]) -> None:
+        """Number the new pods on from the highest ordinal any pod of the Job ever carried
+        (see `jobpods`), skipping a name some other pod in the namespace holds."""
         job = self.job
+        pods = self.state.pods
         prefix = f"{self.cluster}/{job.namespace}/"
-        taken = {key[len(prefix) :] for key in self.state.pods if key.startswith(prefix)}
-        attempts: dict[int | None, int] = {}
-        for pod in self.pods:
-            slot = completion_index(pod) if self.view.indexed else None
-            attempts[slot] = attempts.get(slot, 0) + 1
+        ordinal = self.state.pod_ordinals.get(self.key, 0)
         for index in indexes:
-            name = next(fresh_names(job.name, job.uid, index, attempts.get(index, 0), taken))
-            taken.add(name)
+            name = pod_name(job.name, job.uid, index, ordinal)
+            while prefix + name in pods:
+                ordinal += 1
+                name = pod_name(job.name, job.uid, index, ordinal)
             counts = self._failure_counts(index) if self.view.per_index else None
-            body = pod_body(self.view, name, self.rec.finalizer, index, counts)
+            body = pod_body(self.view, name, ordinal, self.rec.finalizer, index, counts)
             self.plan.creates.append((name, body))
+            ordinal += 1
 
     def _failure_counts(self, index: int | None) -> tuple[int, int]:
         previous = None if index is None else self.delayed.get(index)

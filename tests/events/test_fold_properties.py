@@ -4,8 +4,10 @@ A small universe (1–2 clusters, a few nodes, pods, Jobs and other objects) is 
 the changes a cluster really makes: nodes join, flip Ready, get cordoned, relabelled, resized,
 drained and deleted and re-added; pods are created (bound or not), bound once, move through
 their phases (a terminal phase is final), get a deletion timestamp, are deleted and recreated
-under the same name. Ticks, lists, decisions with intents and their (sometimes duplicate or
-stray) outcomes are interleaved, with producer clocks that may run slightly behind.
+under the same name; Job pods may carry kbatchd's tracking finalizer (and lose it) and a pod
+ordinal, and Jobs may be the pods' controllers, so the per-Job records are exercised. Ticks,
+lists, decisions with intents and their (sometimes duplicate or stray) outcomes are
+interleaved, with producer clocks that may run slightly behind.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from msgspec.structs import replace
 from events.fold import fold, fold_all
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.objects import (
+    JOB_TRACKING_FINALIZER,
+    POD_ORDINAL_ANNOTATION,
     TERMINAL_PHASES,
     Job,
     JobSet,
@@ -148,10 +152,14 @@ def _pod(draw: st.DrawFn, world: World, cluster: str, name: str) -> Observed:
             rv=world.next_rv(),
             owners=()
             if owner is None
-            else (OwnerRef("Job", owner, f"uid-{owner}", draw(st.booleans())),),
+            else (OwnerRef("Job", owner, f"uid-{owner}", draw(st.integers(0, 3)) > 0),),
             node_name=draw(bind),
             pod_group=draw(st.sampled_from(("", *GROUP_NAMES))),
             requests=dict(draw(st.sampled_from(REQUESTS))),
+            finalizers=(JOB_TRACKING_FINALIZER,) if draw(st.integers(0, 3)) else (),
+            annotations=draw(
+                st.sampled_from(({}, {POD_ORDINAL_ANNOTATION: "3"}, {POD_ORDINAL_ANNOTATION: "0"}))
+            ),
         )
         world.pods[cluster, name] = pod
         return Observed(0, cluster, "ADDED", pod)
@@ -166,6 +174,9 @@ def _pod(draw: st.DrawFn, world: World, cluster: str, name: str) -> Observed:
     deleting = old.deletion_ts
     if deleting is None and draw(st.integers(0, 9)) == 0:
         deleting = world.clock
+    finalizers = old.finalizers
+    if finalizers and draw(st.integers(0, 4)) == 0:  # counted, or released
+        finalizers = ()
     pod = replace(
         old,
         rv=world.next_rv(),
@@ -173,26 +184,48 @@ def _pod(draw: st.DrawFn, world: World, cluster: str, name: str) -> Observed:
         phase=phase,
         requests=requests,
         deletion_ts=deleting,
+        finalizers=finalizers,
         conditions={"Ready": "True" if phase == "Running" else "False"},
+        finished=world.clock if phase in TERMINAL_PHASES and old.finished is None else old.finished,
     )
     world.pods[cluster, name] = pod
     return Observed(0, cluster, "MODIFIED", pod)
 
 
+def _job(draw: st.DrawFn, world: World, cluster: str, name: str) -> Observed:
+    spec: dict[str, object] = {"parallelism": 2}
+    if draw(st.booleans()):
+        spec["podReplacementPolicy"] = draw(st.sampled_from(("Failed", "TerminatingOrFailed")))
+    job = Job(name=name, namespace="ns", uid=f"uid-{name}", rv=world.next_rv(), spec=spec)
+    world.generic[cluster, "Job", name] = job
+    return Observed(0, cluster, "ADDED", job)
+
+
 def _generic(draw: st.DrawFn, world: World, cluster: str) -> Observed:
-    cls = draw(st.sampled_from(GENERIC_KINDS))
-    name = draw(st.sampled_from(OWNER_NAMES + GROUP_NAMES))
+    # Jobs twice as often as each other kind, mostly named as the pods' owners.
+    cls = draw(st.sampled_from((Job, *GENERIC_KINDS)))
+    names = OWNER_NAMES if cls is Job and draw(st.integers(0, 3)) else OWNER_NAMES + GROUP_NAMES
+    name = draw(st.sampled_from(names))
     key = (cluster, cls.__name__, name)
     old = world.generic.get(key)
     if old is not None and draw(st.integers(0, 3)) == 0:
         del world.generic[key]
         return Observed(0, cluster, "DELETED", replace(old, rv=world.next_rv()))
+    uid = old.uid if old is not None else world.next_uid(cls.__name__)
+    if old is None and cls is Job and draw(st.integers(0, 3)):
+        uid = f"uid-{name}"  # the controller the pods name
+    spec: dict[str, object] = {
+        "suspend": draw(st.booleans()),
+        "parallelism": draw(st.integers(0, 4)),
+    }
+    if draw(st.booleans()):
+        spec["podReplacementPolicy"] = draw(st.sampled_from(("Failed", "TerminatingOrFailed")))
     obj = cls(
         name=name,
         namespace="ns",
-        uid=old.uid if old is not None else world.next_uid(cls.__name__),
+        uid=uid,
         rv=world.next_rv(),
-        spec={"suspend": draw(st.booleans()), "parallelism": draw(st.integers(0, 4))},
+        spec=spec,
         status={"active": draw(st.integers(0, 4))},
     )
     world.generic[key] = obj
@@ -225,6 +258,11 @@ def streams(draw: st.DrawFn) -> Stream:
     levels = draw(st.sampled_from(LEVEL_CHOICES))
     clusters = CLUSTERS[: draw(st.integers(1, 2))]
     world = World()
+    if draw(st.booleans()):
+        # The Jobs the pods name as controller exist from the start (else they may come later
+        # or never), so that their back-off records are folded from the pods' changes.
+        for name in OWNER_NAMES:
+            world.events.append(_job(draw, world, clusters[0], name))
     for _ in range(draw(st.integers(0, 40))):
         world.clock += draw(st.integers(0, 2_000))
         # Producers stamp `at` with their own clocks, which may lag a little.

@@ -2,7 +2,8 @@
 a pod failure policy), get deleted, held by other finalizers, killed, stuck on a NotReady
 node; Jobs get suspended and resumed. Whatever happens, every status write is one the API
 server accepts (the cluster checks), the failed counter never goes down, nothing is counted
-more often than pods were created, and a finished Job keeps no finalizer on any pod."""
+more often than pods were created, no pod name is used twice, and a finished Job keeps no
+finalizer on any pod."""
 
 from __future__ import annotations
 
@@ -97,6 +98,7 @@ def test_random_histories_keep_the_accounting_invariants(block: int) -> None:
             failed, succeeded = counted(cluster.status)
             assert failed >= previous[0], f"seed {seed}: failed went down"
             assert failed + succeeded <= len(cluster.created), f"seed {seed}: over-counted"
+            assert len(set(cluster.created)) == len(cluster.created), f"seed {seed}: name reused"
             previous = (failed, succeeded)
             finished = {"Complete", "Failed"} & {
                 t for t, s in cluster.conditions().items() if s == "True"

@@ -15,6 +15,7 @@ from daemon.reconcilers.job import JobReconciler
 from daemon.reconcilers.jobpods import name_prefix
 from daemon.reconcilers.jobspec import COMPLETION_INDEX, COMPLETION_INDEX_ENV, INDEX_FAILURE_COUNT
 from events.intents import Create, Delete, Patch
+from events.objects import POD_ORDINAL_ANNOTATION
 from tests.daemon.reconcilers.builders import (
     FIN,
     JOB_UID,
@@ -55,13 +56,13 @@ def test_nonindexed_pods_have_template_selector_labels_owner_and_finalizer() -> 
         template_annotations={"note": "x"},
     )
     assert len(made) == 2
-    for create in made:
+    for ordinal, create in enumerate(made):
         assert re.fullmatch(r"job-[0-9a-z]{5}", create.name)
         meta = create.body["metadata"]
         assert meta["name"] == create.name
         assert meta["namespace"] == "ns"
         assert meta["labels"] == {"app": "train", **SELECTOR_LABELS}
-        assert meta["annotations"] == {"note": "x"}
+        assert meta["annotations"] == {"note": "x", POD_ORDINAL_ANNOTATION: str(ordinal)}
         assert meta["ownerReferences"] == [
             {
                 "apiVersion": "batch/v1",

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from daemon.reconcilers.jobspec import COMPLETION_INDEX, INDEX_FAILURE_COUNT
 from events.intents import Patch
+from events.objects import POD_ORDINAL_ANNOTATION, Pod
+from events.state import State
 from tests.daemon.reconcilers.builders import (
     FIN,
     REC,
@@ -21,6 +24,7 @@ from tests.daemon.reconcilers.builders import (
     make_job,
     make_pod,
     make_state,
+    observe,
     status_patch,
 )
 from tests.daemon.reconcilers.cluster import FakeCluster
@@ -83,6 +87,10 @@ def test_c1_3_failed_policy_waits_for_terminating(mode: str) -> None:
     assert len(cluster.created) == 2  # no replacement while the old pods terminate
 
     cluster.kubelet_kill(*first)
+    cluster.settle()
+    assert counters(cluster) == (0, 2, 0)
+    assert len(cluster.created) == 2  # two failures: 20 s back-off from when they stopped
+    cluster.advance(20 * SECOND)
     cluster.settle()
     assert counters(cluster) == (2, 2, 0)
     assert len(cluster.created) == 4
@@ -312,7 +320,9 @@ def test_c5_1_a_never_started_suspended_job_resumes_with_the_new_directives() ->
     cluster.settle()
     assert len(cluster.created) == 2
     for pod in cluster.pods():
-        assert pod.annotations == {"queue": "q"}
+        assert {k: v for k, v in pod.annotations.items() if k != POD_ORDINAL_ANNOTATION} == {
+            "queue": "q"
+        }
     made = [c for d in cluster.decisions for c in creates(d.intents)]
     assert [c.body["spec"]["nodeSelector"] for c in made] == [{"pool": "b"}] * 2
     assert cluster.condition("Suspended")["status"] == "False"
@@ -509,6 +519,16 @@ def test_c6_4_zero_per_index_limit_fails_the_index_at_once() -> None:
     assert cluster.condition("Failed")["message"] == "Job has failed indexes"
 
 
+def finished(state: State, pod: Pod) -> None:
+    """A pod observed finished with the tracking finalizer, then counted (finalizer removed)
+    and deleted: gone from the state, as counted pods soon are."""
+    assert FIN in pod.finalizers
+    observe(state, pod)
+    released = msgspec.structs.replace(pod, finalizers=())
+    observe(state, released, "MODIFIED")
+    observe(state, released, "DELETED")
+
+
 @pytest.mark.parametrize(
     ("failures", "delay_s"),
     [(1, 10), (2, 20), (3, 40), (4, 80), (6, 320), (7, 600), (12, 600)],
@@ -517,11 +537,10 @@ def test_c6_4_zero_per_index_limit_fails_the_index_at_once() -> None:
 def test_c6_6_backoff_doubles_from_10s_and_caps_at_10min(failures: int, delay_s: int) -> None:
     job = make_job(parallelism=1, completions=1, backoff_limit=20, status={"failed": failures})
     last = T0 + failures * SECOND
-    pods = [
-        make_pod(job, f"f{i}", phase="Failed", finalizers=(), finished=T0 + (i + 1) * SECOND)
-        for i in range(failures)
-    ]
-    state = make_state(job, pods)
+    state = make_state(job)
+    for i in range(failures):
+        finished(state, make_pod(job, f"f{i}", phase="Failed", finished=T0 + (i + 1) * SECOND))
+    assert state.pods == {}  # the back-off outlives the pods
     waiting = REC.decide(state, key(job), last + SECOND)
     assert waiting is not None
     assert creates(waiting.intents) == []
@@ -533,13 +552,15 @@ def test_c6_6_backoff_doubles_from_10s_and_caps_at_10min(failures: int, delay_s:
 
 def test_c6_6_a_success_resets_the_failure_count() -> None:
     job = make_job(parallelism=1, completions=3, status={"failed": 3, "succeeded": 1})
-    pods = [
-        make_pod(job, "f1", phase="Failed", finalizers=(), finished=T0),
-        make_pod(job, "f2", phase="Failed", finalizers=(), finished=T0 + SECOND),
-        make_pod(job, "s1", phase="Succeeded", finalizers=(), finished=T0 + 2 * SECOND),
-        make_pod(job, "f3", phase="Failed", finalizers=(), finished=T0 + 3 * SECOND),
-    ]
-    decision = REC.decide(make_state(job, pods), key(job), T0 + 4 * SECOND)
+    state = make_state(job)
+    for pod in (
+        make_pod(job, "f1", phase="Failed", finished=T0),
+        make_pod(job, "f2", phase="Failed", finished=T0 + SECOND),
+        make_pod(job, "s1", phase="Succeeded", finished=T0 + 2 * SECOND),
+        make_pod(job, "f3", phase="Failed", finished=T0 + 3 * SECOND),
+    ):
+        finished(state, pod)
+    decision = REC.decide(state, key(job), T0 + 4 * SECOND)
     assert decision is not None
     assert decision.requeue_at == T0 + 13 * SECOND
 
