@@ -1,0 +1,85 @@
+"""What the fold keeps for gangs (`events.gangs`): members per PodGroup, the waiting set, and
+which keys a change makes dirty."""
+
+from __future__ import annotations
+
+import msgspec
+
+from events.state import decode_state, encode_state
+from tests.daemon.reconcilers.gangs import (
+    CLUSTER,
+    NS,
+    World,
+    blocker,
+    key,
+    member,
+    members,
+    nodes,
+    podgroup,
+    workload,
+)
+
+UNSCHEDULABLE = [
+    {
+        "type": "PodGroupScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "TopologyPlacementFailed: ...",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+]
+
+
+def test_members_are_indexed_by_group_until_deleted() -> None:
+    world = World()
+    world.add(*members("g", 2), member("other", "h"), member("alone", ""))
+    assert world.state.group_members == {
+        f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-00", f"{CLUSTER}/{NS}/g-01"},
+        f"{CLUSTER}/{NS}/h": {f"{CLUSTER}/{NS}/other"},
+    }
+    world.set_pod("g-00", phase="Failed")  # finished pods stay members until deleted
+    assert len(world.state.group_members[f"{CLUSTER}/{NS}/g"]) == 2
+    world.remove(world.pod("g-00"))
+    world.remove(world.pod("other"))
+    assert world.state.group_members == {f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-01"}}
+
+
+def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
+    world = World()
+    world.add(workload("w", ["main"]), podgroup("w-main", 1, workload="w", template="main"))
+    dirty = world.observe(member("p", "w-main"), "ADDED")
+    assert {key("w-main"), key("w", "Workload")} <= dirty
+    dirty = world.observe(podgroup("w-main", 2, workload="w", template="main"))
+    assert key("w", "Workload") in dirty
+
+
+def test_only_groups_marked_unschedulable_wait() -> None:
+    world = World(nodes())
+    world.add(podgroup("waiting", 4, conditions=UNSCHEDULABLE), podgroup("fine", 4))
+    assert world.state.gang_waiting == {CLUSTER: {f"{CLUSTER}/{NS}/waiting"}}
+    world.observe(podgroup("waiting", 4))  # condition gone
+    assert world.state.gang_waiting == {}
+
+
+def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does() -> None:
+    world = World(nodes())
+    world.add(
+        workload("w", ["main"]),
+        podgroup("w-main", 4, workload="w", template="main", conditions=UNSCHEDULABLE),
+        blocker("b", "b0-r0-h0", 4),
+    )
+    woken = {key("w-main"), key("w", "Workload")}
+    assert not woken & world.observe(blocker("b2", "b0-r0-h1", 1), "ADDED")
+    pod = world.pod("b")
+    assert woken <= world.observe(msgspec.structs.replace(pod, phase="Succeeded", rv="2"))
+    assert woken <= world.observe(nodes("blocks=1,racks=3,hosts=1,gpus=8")[2], "ADDED")
+    node = world.state.nodes[f"{CLUSTER}//b0-r0-h0"]
+    assert not woken & world.observe(msgspec.structs.replace(node, ready=False, rv="2"))
+
+
+def test_the_indexes_survive_a_snapshot() -> None:
+    world = World(nodes())
+    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE), *members("g", 3))
+    restored = decode_state(encode_state(world.state))
+    assert restored.group_members == world.state.group_members
+    assert restored.gang_waiting == world.state.gang_waiting

@@ -1,0 +1,154 @@
+"""Gang admission end to end: the daemon and the simulated cluster as real processes, observed
+through a standard client (the issue's acceptance scenario)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    running_daemon,
+    simulated_cluster,
+)
+
+pytestmark = pytest.mark.anyio
+
+NS = "default"
+GPU = "nvidia.com/gpu"
+RACK = "cloud.provider.com/topology-rack"
+# 2 racks × 2 hosts × 8 GPUs: 16 GPUs per rack.
+TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
+
+
+def blocker(name: str, host: str, gpus: int) -> dict[str, Any]:
+    """A default-scheduler pod the simulated cluster's agent binds to `host`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": host},
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {GPU: str(gpus)}}}
+            ],
+        },
+    }
+
+
+def member(name: str, group: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "schedulerName": "kbatchd",
+            "schedulingGroup": {"podGroupName": group},
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {GPU: "1"}}}
+            ],
+        },
+    }
+
+
+def scheduled(group: dict[str, Any]) -> dict[str, Any]:
+    for condition in (group.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodGroupScheduled":
+            return dict(condition)
+    return {}
+
+
+async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_it(
+    tmp_path: Path,
+) -> None:
+    async with (
+        simulated_cluster(tmp_path, topology=TOPOLOGY) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        core = client.CoreV1Api(api)
+        scheduling = client.SchedulingV1alpha2Api(api)
+        # 4 of every rack's 16 GPUs taken by pods kbatchd does not manage.
+        hosts = {"b0-r0": "b0-r0-h0", "b0-r1": "b0-r1-h1"}
+        for rack, host in hosts.items():
+            await core.create_namespaced_pod(NS, blocker(f"blocker-{rack}", host, 4))
+
+        async def blockers_bound() -> bool:
+            pods = [await core.read_namespaced_pod(f"blocker-{r}", NS) for r in hosts]
+            return all(p.spec.node_name for p in pods)
+
+        await eventually(blockers_bound, within=10, what="the blockers bound by the sim agent")
+
+        await scheduling.create_namespaced_workload(
+            NS,
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "Workload",
+                "metadata": {"name": "train"},
+                "spec": {
+                    "podGroupTemplates": [
+                        {
+                            "name": "main",
+                            "schedulingPolicy": {"gang": {"minCount": 16}},
+                            "schedulingConstraints": {"topology": [{"key": RACK}]},
+                        }
+                    ]
+                },
+            },
+        )
+        await scheduling.create_namespaced_pod_group(
+            NS,
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "train-main"},
+                "spec": {
+                    "podGroupTemplateRef": {
+                        "workload": {"workloadName": "train", "podGroupTemplateName": "main"}
+                    },
+                    "schedulingPolicy": {"gang": {"minCount": 16}},
+                    "schedulingConstraints": {"topology": [{"key": RACK}]},
+                },
+            },
+        )
+        names = [f"train-{i:02d}" for i in range(16)]
+        for name in names:
+            await core.create_namespaced_pod(NS, member(name, "train-main"))
+
+        async def group_condition() -> dict[str, Any]:
+            group = await scheduling.read_namespaced_pod_group("train-main", NS)
+            return scheduled(api.sanitize_for_serialization(group))
+
+        async def unschedulable() -> dict[str, Any] | None:
+            condition = await group_condition()
+            message = condition.get("message", "")
+            return condition if message.startswith("TopologyPlacementFailed") else None
+
+        condition = await eventually(unschedulable, within=10, what="PodGroupScheduled=False")
+        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+        assert "allows to fit only 12 out of 16 pod(s)" in condition["message"]
+        members = (
+            await core.list_namespaced_pod(NS, field_selector="spec.schedulerName=kbatchd")
+        ).items
+        assert len(members) == 16
+        assert not [p.metadata.name for p in members if p.spec.node_name], "a partial gang bound"
+
+        await core.delete_namespaced_pod("blocker-b0-r1", NS, grace_period_seconds=0)
+
+        async def all_bound() -> list[Any] | None:
+            pods = [await core.read_namespaced_pod(name, NS) for name in names]
+            return pods if all(p.spec.node_name for p in pods) else None
+
+        bound = await eventually(all_bound, within=10, what="all 16 members bound")
+        racks = set()
+        for pod in bound:
+            node = await core.read_node(pod.spec.node_name)
+            racks.add(node.metadata.labels[RACK])
+        assert racks == {"b0-r1"}
+        condition = await group_condition()
+        assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
