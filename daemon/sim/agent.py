@@ -541,14 +541,16 @@ class NodeAgent:
         _set_conditions(status, [_cond("Ready", True, now), _cond("ContainersReady", True, now)])
         self._write_status(stored, obj)
 
-    def _finish(self, key: str) -> None:
-        """The containers exit; restart them in place or end the pod, as its rules say."""
+    def _finish(self, key: str, code: int | None = None) -> None:
+        """The containers exit (with `code`, else the annotated one); restart them in place or
+        end the pod, as its rules say."""
         stored = self._get(key)
         if stored is None or (stored.obj.get("status") or {}).get("phase") != "Running":
             return
         obj = stored.copy()
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj["status"]
-        code = _exit_code(meta)
+        if code is None:
+            code = _exit_code(meta)
         now = self.store.now()
         pod_policy = spec.get("restartPolicy", "Always")
         restart_all = False
@@ -715,6 +717,15 @@ class NodeAgent:
         condition["message"] = "PodGC: node no longer exists"
         if self._fail(key, "NodeLost", "node no longer exists", condition) is not None:
             self._finalize(key)
+
+    def exit_containers(self, namespace: str, name: str, code: int) -> None:
+        """A process in the pod exits now with `code` (the in-place restart agent does, see
+        `daemon.sim.inplace_agent`): the same path as a timed exit, restart rules included."""
+        key = object_key(namespace, name)
+        if self._has(key, "restart"):
+            return  # already restarting
+        self._cancel(key, "finish")
+        self._finish(key, code)
 
     # -- controls for tests and demos ---------------------------------------------------------
 

@@ -19,6 +19,7 @@ from daemon.sim import topology as topologies
 from daemon.sim.agent import NodeAgent
 from daemon.sim.faults import Faults
 from daemon.sim.gc import GarbageCollector
+from daemon.sim.inplace_agent import InPlaceRestartAgents
 from daemon.sim.registry import Registry
 from daemon.sim.resources import NAMESPACES, NODES, Resource, lookup
 from daemon.sim.server import ApiServer
@@ -81,6 +82,7 @@ class SimCluster:
             start_seconds=start_seconds,
             not_ready_fail_seconds=not_ready_fail_seconds,
         )
+        self.in_place_agents = InPlaceRestartAgents(self.store, self.registry, self.agent)
         self._nodes: list[Obj] = (
             topologies.load(topology) if isinstance(topology, str) else list(topology or [])
         )
@@ -104,6 +106,7 @@ class SimCluster:
     async def open(self) -> None:
         self._seed_objects()
         self.agent.start()
+        self.in_place_agents.start()
         self.url = await self.server.start(self.host, self.port)
         if self._kubeconfig_arg is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="kbatchd-sim-")
@@ -121,6 +124,7 @@ class SimCluster:
                 await task
         self._tasks.clear()
         self.agent.stop()
+        self.in_place_agents.stop()
         await self.server.close()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()

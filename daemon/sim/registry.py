@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from daemon.sim import shapes, strategy
+from daemon.sim import jobset_validation, shapes, strategy
 from daemon.sim.errors import (
     STALE,
     ApiError,
@@ -199,6 +199,8 @@ class Registry:
         try:
             strategy.prepare_create(resource, obj, priority)
             errors = strategy.validate_create(resource, obj)
+            if resource.kind == "JobSet":
+                errors += jobset_validation.existing_claims(self.store, obj)
         except _MALFORMED as exc:
             raise _malformed(resource, exc) from None
         if errors:

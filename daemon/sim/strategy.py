@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from daemon.sim import defaults, job_status, job_validation, validation
+from daemon.sim import defaults, job_status, job_validation, jobset_validation, validation
 from daemon.sim.errors import FieldError, forbidden
 from daemon.sim.resources import Resource
 from daemon.sim.store import clone
@@ -55,6 +55,8 @@ def validate_create(resource: Resource, obj: Obj) -> list[FieldError]:
         errors += validation.pod_create(obj)
     elif resource.kind == "Job":
         errors += job_validation.job_create(obj)
+    elif resource.kind == "JobSet":
+        errors += jobset_validation.jobset_create(obj)
     return errors
 
 

@@ -1,0 +1,310 @@
+"""JobSets managed by kbatchd, end to end: the daemon and the simulated cluster as real
+processes, observed through a standard client; every log is replayed with `--verify`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from kubernetes_asyncio import client, watch
+
+from tests.processes import (
+    assert_reproduced,
+    daemon_config,
+    eventually,
+    kube_client,
+    running_daemon,
+    simulated_cluster,
+)
+
+pytestmark = pytest.mark.anyio
+
+GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+MANAGER = "kbatchd.dev/jobset-controller"
+NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+MAX_INT32 = 2**31 - 1
+RUN = "sim.kbatchd.dev/run-seconds"
+EXIT = "sim.kbatchd.dev/exit-code"
+
+
+def replicated(
+    name: str,
+    replicas: int = 1,
+    pods: int = 1,
+    *,
+    depends_on: list[tuple[str, str]] | None = None,
+    annotations: dict[str, str] | None = None,
+    containers: list[dict[str, Any]] | None = None,
+    **job: Any,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "parallelism": pods,
+                "completions": pods,
+                "template": {
+                    "metadata": {"annotations": annotations or {}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": containers or [{"name": "main", "image": "busybox"}],
+                    },
+                },
+                **job,
+            }
+        },
+    }
+    if depends_on:
+        entry["dependsOn"] = [{"name": n, "status": s} for n, s in depends_on]
+    return entry
+
+
+def jobset(name: str, rjs: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {"managedBy": MANAGER, "replicatedJobs": rjs, **spec},
+    }
+
+
+async def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+    custom = client.CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, body)
+
+
+async def read(api: client.ApiClient, name: str) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(api)
+    obj: dict[str, Any] = await custom.get_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, name
+    )
+    return obj
+
+
+async def pods_of(api: client.ApiClient, name: str) -> list[Any]:
+    core = client.CoreV1Api(api)
+    found = await core.list_namespaced_pod("default", label_selector=f"{NAME_LABEL}={name}")
+    return [p for p in found.items if p.metadata.deletion_timestamp is None]
+
+
+async def running(api: client.ApiClient, name: str, count: int) -> dict[str, Any]:
+    """The JobSet's pods by name once exactly `count` of them run and are ready."""
+
+    async def check() -> dict[str, Any] | None:
+        pods = await pods_of(api, name)
+        ready = [
+            p
+            for p in pods
+            if p.status.phase == "Running"
+            and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or ())
+        ]
+        if len(pods) == count and len(ready) == count:
+            return {p.metadata.name: p for p in pods}
+        return None
+
+    result: dict[str, Any] = await eventually(
+        check, within=60, what=f"{count} ready pods of {name}"
+    )
+    return result
+
+
+def complete(job: Any) -> bool:
+    return any(c.type == "Complete" and c.status == "True" for c in job.status.conditions or ())
+
+
+async def test_depends_on_creates_replicated_jobs_in_order(tmp_path: Path) -> None:
+    """a, then b once a is Complete, then c once b is Ready — seen through a watch."""
+    async with (
+        simulated_cluster(tmp_path, "--time-scale", "2") as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        batch = client.BatchV1Api(api)
+        listing = await batch.list_namespaced_job("default")
+        await create(
+            api,
+            jobset(
+                "order",
+                [
+                    replicated("a", annotations={RUN: "2"}),
+                    replicated("b", depends_on=[("a", "Complete")]),
+                    replicated("c", depends_on=[("b", "Ready")]),
+                ],
+            ),
+        )
+        seen: list[tuple[str, str, bool, int]] = []
+        with anyio.fail_after(60):
+            async with watch.Watch() as stream:
+                async for event in stream.stream(
+                    batch.list_namespaced_job,
+                    "default",
+                    label_selector=f"{NAME_LABEL}=order",
+                    resource_version=listing.metadata.resource_version,
+                ):
+                    job = event["object"]
+                    seen.append(
+                        (event["type"], job.metadata.name, complete(job), job.status.ready or 0)
+                    )
+                    if event["type"] == "ADDED" and job.metadata.name == "order-c-0":
+                        break
+
+    def first(match: Callable[[tuple[str, str, bool, int]], bool]) -> int:
+        return next(i for i, e in enumerate(seen) if match(e))
+
+    added = {}
+    for name in "abc":
+        job = f"order-{name}-0"
+        added[name] = first(lambda e, job=job: e[0] == "ADDED" and e[1] == job)  # type: ignore[misc]
+    assert [n for n, _ in sorted(added.items(), key=lambda kv: kv[1])] == ["a", "b", "c"]
+    a_done = first(lambda e: e[1] == "order-a-0" and e[2])
+    b_ready = first(lambda e: e[1] == "order-b-0" and e[3] >= 1)
+    assert added["a"] < a_done < added["b"] < b_ready < added["c"], seen
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+def in_place_containers() -> list[dict[str, Any]]:
+    """upstream's agent (main-container mode) plus a worker; both restart the pod in place."""
+    return [
+        {
+            "name": "in-place-restart-agent",
+            "image": "registry.k8s.io/jobset/in-place-restart-agent:v0.11.0",
+            "restartPolicy": "Never",
+            "env": [{"name": "IN_PLACE_RESTART_EXIT_CODE", "value": "1"}],
+            "restartPolicyRules": [
+                {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}
+            ],
+        },
+        {
+            "name": "worker",
+            "image": "trainer",
+            "restartPolicy": "Never",
+            "restartPolicyRules": [
+                {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+            ],
+        },
+    ]
+
+
+async def test_in_place_restart_keeps_all_32_pods(tmp_path: Path) -> None:
+    """8 Jobs x 4 pods; one worker crashes: it restarts in place, kbatchd moves the barrier, every
+    other pod's agent restarts its pod in place too, and no pod or Job is replaced."""
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        core = client.CoreV1Api(api)
+        batch = client.BatchV1Api(api)
+        rj = replicated(
+            "w",
+            8,
+            4,
+            containers=in_place_containers(),
+            backoffLimit=MAX_INT32,
+            podReplacementPolicy="Failed",
+        )
+        body = jobset(
+            "inplace", [rj], failurePolicy={"maxRestarts": 3, "restartStrategy": "InPlaceRestart"}
+        )
+        await create(api, body)
+        pods = await running(api, "inplace", 32)
+
+        async def synced(attempt: int) -> bool:
+            status = (await read(api, "inplace")).get("status") or {}
+            return status.get("currentInPlaceRestartAttempt") == attempt
+
+        await eventually(lambda: synced(0), within=30, what="currentInPlaceRestartAttempt=0")
+        before = {name: (p.metadata.uid, p.spec.node_name) for name, p in pods.items()}
+        jobs = {
+            j.metadata.name: j.metadata.uid
+            for j in (await batch.list_namespaced_job("default")).items
+        }
+        victim = sorted(pods)[9]
+        await core.patch_namespaced_pod(
+            victim, "default", {"metadata": {"annotations": {RUN: "1", EXIT: "42"}}}
+        )
+
+        async def crashed() -> bool:
+            pod = await core.read_namespaced_pod(victim, "default")
+            return any(
+                c.type == "AllContainersRestarting" and c.status == "True"
+                for c in pod.status.conditions or ()
+            )
+
+        await eventually(crashed, within=30, what=f"{victim} restarting in place")
+        # Crash once: the annotations would make it crash again after its restart.
+        await core.patch_namespaced_pod(
+            victim, "default", {"metadata": {"annotations": {RUN: None, EXIT: None}}}
+        )
+        await eventually(lambda: synced(1), within=60, what="currentInPlaceRestartAttempt=1")
+        status = (await read(api, "inplace"))["status"]
+        after = await running(api, "inplace", 32)
+        assert {name: (p.metadata.uid, p.spec.node_name) for name, p in after.items()} == before
+        assert all(
+            cs.restart_count >= 1 for p in after.values() for cs in p.status.container_statuses
+        )
+        assert status["previousInPlaceRestartAttempt"] == 0
+        assert status.get("restarts", 0) == 0
+        assert {
+            j.metadata.name: j.metadata.uid
+            for j in (await batch.list_namespaced_job("default")).items
+        } == jobs
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+async def fail_one_pod(
+    tmp_path: Path, policy: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, str], str]:
+    """8 Jobs x 4 pods with backoffLimit 0; one pod fails. Returns pod uids by name before and
+    after the JobSet recovered, and the failed pod's Job."""
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        core = client.CoreV1Api(api)
+        await create(
+            api, jobset("fail", [replicated("w", 8, 4, backoffLimit=0)], failurePolicy=policy)
+        )
+        pods = await running(api, "fail", 32)
+        before = {name: p.metadata.uid for name, p in pods.items()}
+        victim = pods[sorted(pods)[13]]
+        failed_job = victim.metadata.labels["batch.kubernetes.io/job-name"]
+        await core.patch_namespaced_pod(
+            victim.metadata.name, "default", {"metadata": {"annotations": {RUN: "0", EXIT: "1"}}}
+        )
+
+        async def recovered() -> dict[str, str] | None:
+            pods = await pods_of(api, "fail")
+            ready = [p for p in pods if p.status.phase == "Running"]
+            replaced = [p for p in pods if p.metadata.uid not in before.values()]
+            if len(ready) == 32 and replaced:
+                return {p.metadata.name: p.metadata.uid for p in pods}
+            return None
+
+        after: dict[str, str] = await eventually(recovered, within=90, what="32 pods again")
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+    return before, after, failed_job
+
+
+async def test_restart_job_replaces_only_the_failed_jobs_pods(tmp_path: Path) -> None:
+    before, after, failed_job = await fail_one_pod(
+        tmp_path, {"maxRestarts": 3, "rules": [{"action": "RestartJob"}]}
+    )
+    kept = {n: u for n, u in before.items() if not n.startswith(failed_job + "-")}
+    assert len(kept) == 28
+    assert {n: after.get(n) for n in kept} == kept
+    new = {n for n, u in after.items() if u not in before.values()}
+    assert len(new) == 4
+    assert all(n.startswith(failed_job + "-") for n in new)
+
+
+async def test_restart_jobset_replaces_every_pod(tmp_path: Path) -> None:
+    before, after, _ = await fail_one_pod(tmp_path, {"maxRestarts": 3})
+    assert not set(before.values()) & set(after.values())
+    assert len(after) == 32
