@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,10 +15,12 @@ import msgspec
 from daemon import config
 from daemon.config import ConfigError
 from daemon.kube.api import ConfigError as ApiConfigError
+from daemon.logs import redact_text
 from events.replay import (
     Replayed,
     describe,
     iso_time,
+    open_for_replay,
     plain,
     rebuild,
     render_summary,
@@ -33,6 +36,13 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+# Errors that are the user's to fix: one line on stderr, exit code 2, nothing started (or,
+# for the cluster configuration, nothing acted on). systemd does not restart on them
+# (RestartPreventExitStatus=2): a restart cannot fix a configuration. (A taken health port
+# and impossible tracing settings are ConfigErrors too.)
+USER_ERRORS = (LogError, CliError, ConfigError, ApiConfigError)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -42,22 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kbatchd", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    replay = commands.add_parser("replay", help="rebuild state from a log and print it")
-    replay.add_argument("log", type=Path, help="the SQLite event log")
-    replay.add_argument("--until", type=_positive_int, metavar="SEQ", help="stop after SEQ")
-    replay.add_argument("--json", action="store_true", help="machine-readable output")
-    replay.add_argument(
-        "--show", metavar="KIND/NAMESPACE/NAME", help="one object's state and history"
+    replay = commands.add_parser(
+        "replay",
+        help="rebuild state from a log; explain, verify, draw or share it",
+        description="Rebuild state from an event log (read-only) and print it, or: one "
+        "object's history (--show), an account of its life (--explain), a re-run of the "
+        "reconcilers (--verify), an HTML timeline (--timeline --html FILE), or the log as "
+        "JSON lines (--export-jsonl FILE; --import-jsonl FILE makes a new log LOG from one).",
     )
-    replay.add_argument(
-        "--verify",
-        action="store_true",
-        help="re-run the reconcilers at every recorded decision; exit 1 on a divergence",
-    )
-    replay.add_argument("--from", dest="from_seq", type=_positive_int, default=1, metavar="SEQ")
-    replay.add_argument(
-        "--config", type=Path, help="the daemon's settings (reconciler settings for --verify)"
-    )
+    _replay_arguments(replay)
 
     demo = commands.add_parser(
         "demo", help="the daemon on a simulated cluster, a scenario, and what happened"
@@ -73,6 +76,57 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("sim", help="run the simulated cluster", add_help=False)
     commands.add_parser("place", help="what-if topology placement", add_help=False)
     return parser
+
+
+def _replay_arguments(replay: argparse.ArgumentParser) -> None:
+    replay.add_argument("log", type=Path, help="the SQLite event log")
+    replay.add_argument("--until", type=_positive_int, metavar="SEQ", help="stop after SEQ")
+    replay.add_argument("--json", action="store_true", help="machine-readable output")
+    mode = replay.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--show", metavar="KIND/NAMESPACE/NAME", help="one object's state and history"
+    )
+    mode.add_argument(
+        "--explain",
+        metavar="KIND/NAMESPACE/NAME",
+        help="the object's life: what was observed, decided and done about it and what it "
+        "controls, with the reasons",
+    )
+    mode.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-run the reconcilers at every recorded decision; exit 1 on a divergence",
+    )
+    mode.add_argument(
+        "--timeline",
+        action="store_true",
+        help="admissions, restarts and preemptions over time per workload, and GPU use per "
+        "host (text; --html FILE for the page)",
+    )
+    mode.add_argument(
+        "--export-jsonl", metavar="FILE", type=Path, help="write the log as JSON lines (- = stdout)"
+    )
+    mode.add_argument(
+        "--import-jsonl",
+        metavar="FILE",
+        type=Path,
+        help="create the new log LOG from JSON lines written by --export-jsonl",
+    )
+    replay.add_argument("--from", dest="from_seq", type=_positive_int, default=1, metavar="SEQ")
+    replay.add_argument(
+        "--config",
+        type=Path,
+        help="the daemon's settings (its reconcilers for --verify, topology levels for --timeline)",
+    )
+    replay.add_argument(
+        "--html", metavar="FILE", type=Path, help="--timeline: write a self-contained HTML page"
+    )
+    replay.add_argument(
+        "--at",
+        type=_positive_int,
+        metavar="SEQ",
+        help="--timeline: the seq the rack picture first shows (default: the end)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -105,8 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from daemon.demo import fresh_log_path, run_demo
 
             return anyio.run(run_demo, fresh_log_path(args.var))
-    except (LogError, CliError, ConfigError, ApiConfigError) as exc:
-        print(f"kbatchd: {exc}", file=sys.stderr)
+    except USER_ERRORS as exc:
+        # Messages may quote a kubeconfig (the client's errors do): never print its secrets.
+        print(f"kbatchd: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -114,8 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from daemon import logs, wiring
-    from daemon.supervisor import Daemon
+    from daemon import logs
+    from daemon.service import serve
 
     settings = config.load(args.config)
     if args.log:
@@ -125,18 +180,50 @@ def _run(args: argparse.Namespace) -> int:
         settings.clusters = [
             config.Cluster(name=name, kubeconfig=args.kubeconfig or "", context=args.context or "")
         ]
-    logs.configure(settings.logging.level)
+    logging = settings.logging
+    try:
+        logs.configure(logging.level, fmt=logging.format, file=logging.file)
+    except OSError as exc:
+        raise ConfigError(f"logging.file: cannot open {logging.file}: {exc.strerror}") from exc
+    try:
+        return anyio.run(serve, settings)
+    except BaseExceptionGroup as group:
+        # The service runs in task groups, which wrap what they raise: a user error alone
+        # in one is still a user error.
+        raise _sole(group) from None
 
-    async def daemon_main() -> int:
-        return await Daemon(settings, wiring.reconcilers(settings)).run()
 
-    return anyio.run(daemon_main)
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, USER_ERRORS) else group
 
 
 async def _replay(args: argparse.Namespace) -> int:
+    try:
+        return await _replay_mode(args)
+    except BrokenPipeError:
+        # Piped into `head` or a pager that quit: not an error. Point stdout at /dev/null so
+        # that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+async def _replay_mode(args: argparse.Namespace) -> int:
+    if (args.html is not None or args.at is not None) and not args.timeline:
+        raise CliError("--html and --at go with --timeline")
+    if args.import_jsonl is not None:
+        return await _import_jsonl(args)
     if args.verify:
         return await _verify(args)
-    async with EventLog.open(args.log, readonly=True) as log:
+    async with open_for_replay(args.log, note=_note) as log:
+        if args.explain:
+            return await _explain(log, args)
+        if args.timeline:
+            return await _timeline(log, args)
+        if args.export_jsonl is not None:
+            return await _export_jsonl(log, args)
         replayed = await rebuild(log, until=args.until, progress=_tty_progress())
         if args.show:
             data = await show(log, replayed, args.show)
@@ -147,12 +234,84 @@ async def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _explain(log: EventLog, args: argparse.Namespace) -> int:
+    from events import explain
+
+    kind, namespace, name = parse_ref(args.explain, "--explain")
+    try:
+        data = await explain.explain(
+            log, kind, namespace, name, until=args.until, progress=_tty_progress()
+        )
+    except explain.ExplainError as exc:
+        raise CliError(str(exc)) from None
+    print(_json(data) if args.json else explain.render(data))
+    return 0
+
+
+async def _timeline(log: EventLog, args: argparse.Namespace) -> int:
+    from events import timeline, timeline_page
+
+    settings = config.load(args.config)
+    data = await timeline.timeline(
+        log,
+        from_seq=args.from_seq,
+        until=args.until,
+        at=args.at,
+        levels=tuple(settings.topology.levels),
+        progress=_tty_progress(),
+    )
+    if args.html is not None:
+        page = timeline_page.render_html(data)
+        try:
+            args.html.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"--html {args.html}: cannot write: {exc.strerror or exc}") from None
+        print(
+            f"wrote {args.html}: {len(data['workloads'])} workload(s), {len(data['marks']):,} "
+            f"decision(s), {len(data['hosts']):,} host(s), seq {data['first_seq']:,}.."
+            f"{data['last_seq']:,} (racks at seq {data['at']:,}); open it in a browser"
+        )
+    elif args.json:
+        print(_json(data))
+    else:
+        print(timeline.render(data))
+    return 0
+
+
+async def _export_jsonl(log: EventLog, args: argparse.Namespace) -> int:
+    from events import jsonl
+
+    try:
+        count = await jsonl.export(
+            log, args.export_jsonl, until=args.until, progress=_tty_progress()
+        )
+    except jsonl.JsonlError as exc:
+        raise CliError(f"--export-jsonl {exc}") from None
+    print(f"exported {count:,} event(s) of {args.log}", file=sys.stderr)
+    return 0
+
+
+async def _import_jsonl(args: argparse.Namespace) -> int:
+    from events import jsonl
+
+    try:
+        count = await jsonl.import_file(args.import_jsonl, args.log, progress=_tty_progress())
+    except jsonl.JsonlError as exc:
+        raise CliError(f"--import-jsonl {exc}") from None
+    print(f"imported {count:,} event(s) into the new log {args.log}", file=sys.stderr)
+    return 0
+
+
+def _note(text: str) -> None:
+    print(f"kbatchd: note: {text}", file=sys.stderr)
+
+
 async def _verify(args: argparse.Namespace) -> int:
     from daemon import wiring
     from daemon.verify import verify
 
     settings = config.load(args.config)
-    async with EventLog.open(args.log, readonly=True) as log:
+    async with open_for_replay(args.log, note=_note) as log:
         result = await verify(
             log,
             wiring.reconcilers(settings),
@@ -210,18 +369,18 @@ def _tty_progress() -> Any:
     return progress
 
 
-def parse_ref(text: str) -> tuple[str, str, str]:
+def parse_ref(text: str, flag: str = "--show") -> tuple[str, str, str]:
     """``KIND/NAMESPACE/NAME`` (or ``KIND/NAME`` for cluster-scoped kinds) → its parts, with
     the kind in its canonical spelling."""
     parts = text.split("/")
     if len(parts) == 2:
         parts.insert(1, "")
     if len(parts) != 3 or not parts[2]:
-        raise CliError(f"--show: expected KIND/NAMESPACE/NAME, got {text!r}")
+        raise CliError(f"{flag}: expected KIND/NAMESPACE/NAME, got {text!r}")
     spelled = {k.lower(): k for k in TABLES} | {v.lower(): k for k, v in TABLES.items()}
     kind = spelled.get(parts[0].lower())
     if kind is None:
-        raise CliError(f"--show: unknown kind {parts[0]!r} (one of {', '.join(TABLES)})")
+        raise CliError(f"{flag}: unknown kind {parts[0]!r} (one of {', '.join(TABLES)})")
     return kind, parts[1], parts[2]
 
 

@@ -6,10 +6,11 @@ before anything starts.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -39,10 +40,41 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     managed_by: str = "kbatchd.dev/job-controller"
     # Treat a pod terminating this long on a NotReady node as failed (0 = never, upstream).
     stuck_terminating_after_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    # Pod re-creation back-off after failures: base doubling per failure up to the cap (the
+    # upstream controller's 10 s and 10 min).
+    backoff_base_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+
+
+class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Pods whose spec.schedulerName equals this are placed and bound by kbatchd, group by group.
+    scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
+    # A group whose ready (or succeeded) pods have not reached minCount this long after it was
+    # bound is evicted as a whole and requeued (0 = never). Kueue's waitForPodsReady default.
+    ready_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 1800.0
+    # Requeue back-off after the n-th eviction: base x 2^(n-1), capped (Kueue's defaults).
+    backoff_base_seconds: Annotated[float, msgspec.Meta(gt=0)] = 60.0
+    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    # Evictions after which a group is no longer requeued (0 = requeue for ever).
+    max_evictions: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # A group that does not fit is decided again after 1 s, doubling up to this; capacity
+    # released on its cluster wakes it sooner.
+    retry_max_seconds: Annotated[float, msgspec.Meta(ge=1)] = 60.0
+    # The level each unit of a role-ratio Workload stays inside; empty = the level above the
+    # lowest (the rack in block/rack/host). A Workload may override it by annotation.
+    ratio_level: str = ""
+
+
+class JobSetSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # JobSets whose spec.managedBy equals this are kbatchd's; every other JobSet is left alone.
+    # Their child Jobs carry [reconcilers.job] managed_by, so kbatchd runs them too.
+    managed_by: str = "kbatchd.dev/jobset-controller"
 
 
 class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     job: JobSettings = msgspec.field(default_factory=JobSettings)
+    jobset: JobSetSettings = msgspec.field(default_factory=JobSetSettings)
+    gang: GangSettings = msgspec.field(default_factory=GangSettings)
 
 
 class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -58,10 +90,51 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     watch_inactivity_seconds: Annotated[float, msgspec.Meta(gt=0)] = 70.0
     # How long SIGTERM waits for in-flight API calls before leaving them to the next start.
     drain_seconds: Annotated[float, msgspec.Meta(gt=0, le=9)] = 7.0
+    # A key whose intents failed is decided again after a back-off that doubles from the first
+    # value up to the second (seconds), so a decision that keeps failing is retried slowly.
+    retry_backoff_seconds: tuple[
+        Annotated[float, msgspec.Meta(gt=0)], Annotated[float, msgspec.Meta(gt=0)]
+    ] = (1.0, 60.0)
+
+
+class LeaderElection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Off: this daemon always acts. On: only the holder of the Lease acts; the others watch
+    # and keep their own log (standby) until the holder stops renewing.
+    enabled: bool = False
+    # The cluster (a `clusters` name) holding the Lease; empty means the first cluster.
+    cluster: str = ""
+    namespace: Annotated[str, msgspec.Meta(min_length=1)] = "kube-system"
+    name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
+    # This daemon's holderIdentity; empty means hostname_pid_random (unique per process).
+    identity: str = ""
+    # client-go's defaults (controller-runtime): 15 s lease, 10 s renew deadline, 2 s retry.
+    lease_duration_seconds: Annotated[int, msgspec.Meta(ge=1)] = 15
+    renew_deadline_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    retry_period_seconds: Annotated[float, msgspec.Meta(ge=0.1)] = 2.0
+
+
+class Health(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # HOST:PORT serving /healthz, /readyz and /metrics (Prometheus text); empty disables.
+    # Loopback by default: the endpoints are unauthenticated.
+    address: str = "127.0.0.1:9464"
 
 
 class Logging(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    level: str = "info"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    # auto: console rendering on a terminal, JSON lines otherwise (journald).
+    format: Literal["auto", "json", "console"] = "auto"
+    # Empty: stdout (journald under systemd). A path: appended to, reopened on SIGHUP.
+    file: str = ""
+
+
+class Tracing(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # OTLP/HTTP base URL (spans go to ENDPOINT/v1/traces); empty exports nothing.
+    # OTEL_EXPORTER_OTLP_ENDPOINT and OTEL_EXPORTER_OTLP_TRACES_ENDPOINT override it.
+    endpoint: str = ""
+    # The service.name resource attribute; OTEL_SERVICE_NAME overrides it.
+    service_name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
+    # Share of event journeys traced; OTEL_TRACES_SAMPLER (and _ARG) override it.
+    sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
 
 
 class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -71,7 +144,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     topology: Topology = msgspec.field(default_factory=Topology)
     reconcilers: Reconcilers = msgspec.field(default_factory=Reconcilers)
     daemon: Daemon = msgspec.field(default_factory=Daemon)
+    leader_election: LeaderElection = msgspec.field(default_factory=LeaderElection)
+    health: Health = msgspec.field(default_factory=Health)
     logging: Logging = msgspec.field(default_factory=Logging)
+    tracing: Tracing = msgspec.field(default_factory=Tracing)
 
 
 def load(path: Path | None) -> Settings:
@@ -98,4 +174,79 @@ def load(path: Path | None) -> Settings:
     low, high = settings.daemon.watch_timeout_seconds
     if not 0 < low <= high:
         raise ConfigError(f"{path}: daemon.watch_timeout_seconds: expected 0 < low <= high")
+    first, cap = settings.daemon.retry_backoff_seconds
+    if first > cap:
+        raise ConfigError(f"{path}: daemon.retry_backoff_seconds: expected first <= last")
+    for key, problem in _problems(settings):
+        raise ConfigError(f"{path}: {key}: {problem}")
     return settings
+
+
+def _problems(settings: Settings) -> list[tuple[str, str]]:
+    """What msgspec's per-field checks cannot see: relations between fields, and formats."""
+    problems: list[tuple[str, str]] = []
+    for index, cluster in enumerate(settings.clusters):
+        if "$" in cluster.kubeconfig:
+            expanded = os.path.expandvars(cluster.kubeconfig)
+            if "$" in expanded:
+                problems.append(
+                    (f"clusters[{index}].kubeconfig", f"unset variable in {cluster.kubeconfig!r}")
+                )
+    gang = settings.reconcilers.gang
+    if gang.backoff_base_seconds > gang.backoff_max_seconds:
+        problems.append(
+            ("reconcilers.gang.backoff_base_seconds", "must not exceed backoff_max_seconds")
+        )
+    if gang.ratio_level and gang.ratio_level not in settings.topology.levels:
+        problems.append(
+            ("reconcilers.gang.ratio_level", f"{gang.ratio_level!r} is not a topology level")
+        )
+    election = settings.leader_election
+    if election.cluster and election.cluster not in {c.name for c in settings.clusters}:
+        problems.append(("leader_election.cluster", f"no cluster named {election.cluster!r}"))
+    # client-go's rule: the holder must give up (renew deadline) before a candidate may take
+    # over (lease duration), and must get several tries (retry period, with 1.2 jitter) first.
+    if not election.lease_duration_seconds > election.renew_deadline_seconds:
+        problems.append(
+            ("leader_election.renew_deadline_seconds", "must be less than lease_duration_seconds")
+        )
+    if not election.renew_deadline_seconds > 1.2 * election.retry_period_seconds:
+        problems.append(
+            (
+                "leader_election.retry_period_seconds",
+                "must be less than renew_deadline_seconds / 1.2",
+            )
+        )
+    if settings.health.address:
+        try:
+            parse_address(settings.health.address)
+        except ValueError as exc:
+            problems.append(("health.address", str(exc)))
+    endpoint = settings.tracing.endpoint
+    if endpoint and not endpoint.startswith(("http://", "https://")):
+        problems.append(("tracing.endpoint", f"expected an http:// or https:// URL: {endpoint!r}"))
+    return problems
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT`` for IPv6) → host and port; HOST is an IP or localhost."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host != "localhost":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"expected an IP address or localhost, got {host!r}") from None
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"{port} is not a port number")
+    return host, port
+
+
+def kubeconfig_path(cluster: Cluster) -> str | None:
+    """The cluster's kubeconfig with environment variables expanded (systemd credentials:
+    ``$CREDENTIALS_DIRECTORY/kubeconfig``); None for the default lookup."""
+    return os.path.expandvars(cluster.kubeconfig) if cluster.kubeconfig else None

@@ -4,33 +4,48 @@ anyio task group.
 One task (the pump) appends every event, folds it and runs the reconcilers over the keys it
 made dirty, so the state always equals the fold of the log up to its `seq` and every decision
 is in the log before the actuator sees it.
+
+With leader election on, a daemon acts only while it holds the Lease. A standby ingests,
+appends and folds like the leader (its log stays complete) but decides nothing and calls no
+API but lists, watches and the Lease. Each stretch of leadership is a *term*: when it begins,
+intents of earlier terms with no outcome are marked unconfirmed and every owned key is
+decided afresh; when it ends, in-flight API calls are cancelled at once and what they leave
+without an outcome is marked unconfirmed (the next term decides again from the relisted
+truth, never repeating blindly).
 """
 
 from __future__ import annotations
 
 import heapq
 import signal
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
+import aiohttp
 import anyio
 import msgspec
 import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from opentelemetry.context import Context
 
-from daemon.config import Settings
+from daemon.config import Settings, kubeconfig_path
 from daemon.kube.actuator import Actuator
 from daemon.kube.api import KubeApi
+from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
 from daemon.kube.ingest import Informer, now_ms
 from daemon.kube.resources import RESOURCES
+from daemon.leader import Elector, default_identity
+from daemon.metrics import Metrics
 from daemon.reconcilers.base import Reconciler
 from daemon.reconcilers.runner import decide_all
+from daemon.telemetry import BatchTrace, Tracing, now_ns
 from events.fold import fold
 from events.replay import rebuild
-from events.schema import Decided, Event, Outcome, Tick
+from events.schema import Decided, Event, Observed, Outcome, Tick
 from events.state import State, encode_state
 from events.store import EventLog
 
@@ -38,7 +53,11 @@ log = structlog.get_logger("kbatchd")
 
 CHANNEL: Final = 4096
 BATCH: Final = 5000
-FAILURE_BACKOFF_MS: Final = (1_000, 60_000)
+
+Role = Literal["starting", "leader", "standby"]
+# What the actuator gets: the term it was decided in, the decision's seq, the decision, and
+# its trace context.
+Action = tuple[int, int, Decided, Context | None]
 
 
 class _Flush(msgspec.Struct):
@@ -53,30 +72,61 @@ Item = list[Event] | _Flush
 class Daemon:
     """Construct inside a running event loop (it creates anyio primitives)."""
 
-    def __init__(self, settings: Settings, reconcilers: Sequence[Reconciler]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        reconcilers: Sequence[Reconciler],
+        *,
+        tracing: Tracing | None = None,
+        metrics: Metrics | None = None,
+        identity: str = "",
+    ) -> None:
         self.settings = settings
         self.reconcilers = list(reconcilers)
+        self.tracing = tracing or Tracing()
+        self.metrics = metrics or Metrics()
+        self.identity = identity or settings.leader_election.identity or default_identity()
         self.state = State()
         self.synced = anyio.Event()
         self.stopping = False
         self._tx: MemoryObjectSendStream[Item]
         self._rx: MemoryObjectReceiveStream[Item]
         self._tx, self._rx = anyio.create_memory_object_stream[Item](CHANNEL)
-        self._actions: MemoryObjectSendStream[tuple[int, Decided]]
-        self._action_rx: MemoryObjectReceiveStream[tuple[int, Decided]]
-        self._actions, self._action_rx = anyio.create_memory_object_stream[tuple[int, Decided]](
-            CHANNEL
-        )
+        self._actions: MemoryObjectSendStream[Action]
+        self._action_rx: MemoryObjectReceiveStream[Action]
+        self._actions, self._action_rx = anyio.create_memory_object_stream[Action](CHANNEL)
         self._requeue: list[tuple[int, str]] = []
         self._failures: dict[str, int] = {}
         self._since_snapshot = 0
         self._unsynced: set[str] = set()
         self._started_at = 0
+        self._unmanaged_jobs: set[str] = set()
         self._stopped = anyio.Event()
         self.actuator: Actuator | None = None
+        # Leadership. `leading` flips the moment the elector says so; `_term` counts the
+        # stretches of leadership; `_acting_term` is the term the pump has begun acting in
+        # (0: none), so both ends of a term are handled in order with the events.
+        self._elector: Elector | None = None
+        self.leading = False
+        self._term = 0
+        self._acting_term = 0
+        self._term_began = anyio.Event()
+        self._term_scope: anyio.CancelScope | None = None
+        # Liveness, on the monotonic clock: when the pump last turned and last appended.
+        self.pumped_at = time.monotonic()
+        self.appended_at = 0.0
+        self.metrics.gauge("kbatchd.queue.depth", "Items waiting, by queue", self._depths)
+        self.metrics.gauge(
+            "kbatchd.leader",
+            "1 while this daemon holds the Lease (or election is off)",
+            lambda: [(1.0 if self.leading else 0.0, {})],
+        )
 
     async def send(self, events: list[Event]) -> None:
         await self._tx.send(events)
+
+    def is_synced(self) -> bool:
+        return self.synced.is_set()
 
     async def run(self, *, handle_signals: bool = True) -> int:
         settings = self.settings
@@ -89,11 +139,19 @@ class Daemon:
             log.info("log replayed", log=settings.log, seq=self.state.seq, folded=replayed.folded)
             apis = {
                 c.name: await stack.enter_async_context(
-                    KubeApi.connect(c.name, c.kubeconfig or None, c.context or None)
+                    KubeApi.connect(c.name, kubeconfig_path(c), c.context or None)
                 )
                 for c in settings.clusters
             }
-            self.actuator = Actuator(apis, self.send, concurrency=settings.daemon.concurrency)
+            self._unmanaged_jobs = await self._clusters_dropping_managed_by(apis)
+            self.actuator = Actuator(
+                apis,
+                self.send,
+                concurrency=settings.daemon.concurrency,
+                tracer=self.tracing.tracer,
+                on_error=lambda cluster, code: self.metrics.api_error(cluster, "actuator", code),
+                on_done=self.metrics.act_duration.record,
+            )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump, event_log)
                 tg.start_soon(self._act, self.actuator)
@@ -101,10 +159,100 @@ class Daemon:
                 tg.start_soon(self._sources, sources, apis)
                 if handle_signals:
                     tg.start_soon(self._signals, sources)
+                if settings.leader_election.enabled:
+                    tg.start_soon(self._elect, apis)
+                else:
+                    await self._leadership(True)
                 await self._stopped.wait()
                 await self._drain(sources, tg)
         log.info("stopped", seq=self.state.seq)
         return 0
+
+    async def _clusters_dropping_managed_by(self, apis: Mapping[str, KubeApi]) -> set[str]:
+        """Clusters whose API server drops Job spec.managedBy (JobManagedBy off): there the
+        built-in controller runs every Job, so kbatchd must not run them as well."""
+        manager = self.settings.reconcilers.job.managed_by
+        refused: set[str] = set()
+        for cluster, api in apis.items():
+            try:
+                kept = await keeps_job_managed_by(api, manager)
+            except (ProbeError, OSError, TimeoutError, aiohttp.ClientError) as exc:
+                log.error(
+                    "cannot tell whether Job spec.managedBy is kept; not managing Jobs there",
+                    cluster=cluster,
+                    error=str(exc),
+                )
+                refused.add(cluster)
+                continue
+            if not kept:
+                log.error(
+                    "the API server drops Job spec.managedBy (feature JobManagedBy is off): "
+                    "its built-in Job controller runs every Job, so kbatchd will not manage "
+                    "Jobs on this cluster",
+                    cluster=cluster,
+                )
+                refused.add(cluster)
+        return refused
+
+    @property
+    def refused_job_clusters(self) -> set[str]:
+        """Clusters where kbatchd does not manage Jobs (their API server drops managedBy)."""
+        return set(self._unmanaged_jobs)
+
+    def _refused(self, key: str) -> bool:
+        if not self._unmanaged_jobs or not key.startswith("Job/"):
+            return False
+        return key.split("/", 2)[1] in self._unmanaged_jobs
+
+    # -- leadership ------------------------------------------------------------------------
+
+    async def _elect(self, apis: Mapping[str, KubeApi]) -> None:
+        election = self.settings.leader_election
+        cluster = election.cluster or self.settings.clusters[0].name
+        elector = Elector(
+            apis[cluster],
+            namespace=election.namespace,
+            name=election.name,
+            identity=self.identity,
+            lease_duration=election.lease_duration_seconds,
+            renew_deadline=election.renew_deadline_seconds,
+            retry_period=election.retry_period_seconds,
+            on_error=lambda name, code: self.metrics.api_error(name, "leader", code),
+        )
+        self._elector = elector
+        await elector.run(self._leadership)
+
+    @property
+    def role(self) -> Role:
+        """leader (or election off), standby (another holds the Lease, or it could not be
+        reached), or starting (no attempt made yet)."""
+        if self.leading:
+            return "leader"
+        if self._elector is None or not self._elector.attempts:
+            return "starting"
+        return "standby"
+
+    async def _leadership(self, leading: bool) -> None:
+        """The elector's verdict. Losing stops the acting before anything else happens: no
+        new decision is handed out, and the calls in flight are cancelled."""
+        self.leading = leading
+        if leading:
+            self._term += 1
+            self._term_began.set()
+        else:
+            self._term_began = anyio.Event()
+            if self._term_scope is not None:
+                self._term_scope.cancel()
+        # Wake the pump: it marks the term's beginning or end in the log.
+        await self._tx.send([])
+
+    def _depths(self) -> Iterable[tuple[float, Mapping[str, str]]]:
+        actuator = self.actuator
+        return [
+            (float(self._rx.statistics().current_buffer_used), {"queue": "ingest"}),
+            (float(self._action_rx.statistics().current_buffer_used), {"queue": "actions"}),
+            (float(actuator.in_flight if actuator else 0), {"queue": "in_flight"}),
+        ]
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -130,9 +278,13 @@ class Daemon:
                             known,  # type: ignore[arg-type]
                             watch_timeout=daemon.watch_timeout_seconds,
                             read_timeout=daemon.watch_inactivity_seconds,
+                            on_error=self._ingest_error,
                         )
                         tg.start_soon(informer.run)
                 tg.start_soon(self._clock)
+
+    def _ingest_error(self, cluster: str, code: int | str) -> None:
+        self.metrics.api_error(cluster, "ingest", code)
 
     async def _clock(self) -> None:
         period = self.settings.daemon.tick_seconds
@@ -165,6 +317,7 @@ class Daemon:
     async def _pump(self, event_log: EventLog) -> None:
         synced_logged = False
         async for item in self._rx:
+            self.pumped_at = time.monotonic()
             batch = [] if isinstance(item, _Flush) else list(item)
             flushes = [item] if isinstance(item, _Flush) else []
             while len(batch) < BATCH:
@@ -176,36 +329,89 @@ class Daemon:
                     flushes.append(more)
                 else:
                     batch.extend(more)
-            if batch:
-                dirty = await self._append(event_log, batch)
-                if not self.synced.is_set() and self._listed_everything():
-                    self.synced.set()
-                if not synced_logged and self.synced.is_set():
-                    synced_logged = True
-                    log.info("synced", seq=self.state.seq)
-                    dirty |= self._startup_keys()
-                    await self._append(event_log, self._unconfirmed())
-                await self._reconcile(event_log, dirty)
+            trace = self.tracing.batch(now_ns()) if batch else None
+            dirty = await self._append(event_log, batch, trace)
+            if batch and not self.synced.is_set() and self._listed_everything():
+                self.synced.set()
+            if not synced_logged and self.synced.is_set():
+                synced_logged = True
+                log.info("synced", seq=self.state.seq)
+            dirty |= await self._mark_terms(event_log)
+            if batch or dirty:
+                await self._reconcile(event_log, dirty, trace)
                 await self._maybe_snapshot(event_log, len(batch))
             for flush in flushes:
                 flush.done.set()
+
+    async def _mark_terms(self, event_log: EventLog) -> set[str]:
+        """The beginning or end of a term, in the log's order. Returns the keys to decide."""
+        if self.leading and self.synced.is_set() and self._acting_term != self._term:
+            self._acting_term = self._term
+            reason = "unconfirmed when this daemon began acting; deciding again"
+            if self._term > 1:
+                log.info("acting", term=self._term, seq=self.state.seq)
+            await self._append(event_log, self._unconfirmed(reason))
+            # Everything a reconciler owns is decided afresh: timers are not in the log, and
+            # the world may have moved while we were down or standing by.
+            return self._startup_keys()
+        if not self.leading and self._acting_term:
+            self._acting_term = 0
+            self._requeue.clear()
+            self._failures.clear()
+            reason = "unconfirmed: the lease was lost while it was carried out"
+            await self._append(event_log, self._unconfirmed(reason))
+        return set()
+
+    @property
+    def acting(self) -> bool:
+        return self.leading and not self.stopping and self._acting_term == self._term > 0
 
     def _listed_everything(self) -> bool:
         """Whether this run's first list of every kind on every cluster is in the log."""
         synced = self.state.synced
         return all(synced.get(mark, 0) > self._started_at for mark in self._unsynced)
 
-    async def _append(self, event_log: EventLog, events: list[Event]) -> set[str]:
+    async def _append(
+        self, event_log: EventLog, events: list[Event], trace: BatchTrace | None = None
+    ) -> set[str]:
         dirty: set[str] = set()
         if not events:
             return dirty
+        began = now_ns() if trace is not None else 0
         seqs = await event_log.append(events)
+        self.appended_at = time.monotonic()
         state = self.state
-        for seq, event in zip(seqs, events, strict=True):
-            fold(state, seq, event, dirty)
-            if isinstance(event, Outcome):
-                self._note_outcome(event)
+        if trace is None:
+            for seq, event in zip(seqs, events, strict=True):
+                fold(state, seq, event, dirty)
+                if isinstance(event, Outcome):
+                    self._note_outcome(event)
+        else:
+            appended = (began, now_ns())
+            for seq, event in zip(seqs, events, strict=True):
+                # Each event's own dirty keys tell which journey a decision belongs to.
+                mine: set[str] = set()
+                fold_began = now_ns()
+                fold(state, seq, event, mine)
+                trace.event(seq, event, appended, (fold_began, now_ns()), mine)
+                dirty |= mine
+                if isinstance(event, Outcome):
+                    self._note_outcome(event)
+        self._measure(events)
         return dirty
+
+    def _measure(self, events: list[Event]) -> None:
+        counts: dict[str, int] = {}
+        oldest = 0
+        for event in events:
+            name = type(event).__name__
+            counts[name] = counts.get(name, 0) + 1
+            if isinstance(event, Observed) and (not oldest or event.at < oldest):
+                oldest = event.at
+        for name, count in counts.items():
+            self.metrics.events_appended.add(count, {"type": name})
+        if oldest:
+            self.metrics.fold_lag.record(max(0.0, (now_ms() - oldest) / 1000))
 
     def _note_outcome(self, outcome: Outcome) -> None:
         """A failed intent puts its key on an exponential back-off, so a decision that keeps
@@ -219,12 +425,11 @@ class Daemon:
             return
         failures = self._failures.get(key, 0) + 1
         self._failures[key] = failures
-        low, high = FAILURE_BACKOFF_MS
-        heapq.heappush(self._requeue, (self.state.now + min(high, low * 2 ** (failures - 1)), key))
+        first, cap = (int(s * 1000) for s in self.settings.daemon.retry_backoff_seconds)
+        delay = min(cap, first * 2 ** (failures - 1))
+        heapq.heappush(self._requeue, (self.state.now + delay, key))
 
     def _startup_keys(self) -> set[str]:
-        """Once synced, everything a reconciler owns is decided afresh (timers are not in the
-        log, and the world may have moved while we were down)."""
         kinds = {kind for r in self.reconcilers for kind in r.kinds}
         keys: set[str] = set()
         for kind in kinds:
@@ -232,32 +437,32 @@ class Daemon:
                 keys.update(f"{kind}/{key}" for key in self.state.table(kind))
         return keys
 
-    def _unconfirmed(self) -> list[Event]:
-        """Intents of an earlier run with no outcome: they are not repeated blindly. They are
-        marked unconfirmed, which lets their keys decide again from the relisted truth (a
-        create that did happen shows up by its deterministic name)."""
+    def _unconfirmed(self, message: str) -> list[Event]:
+        """Intents with no outcome: they are not repeated blindly. They are marked
+        unconfirmed, which lets their keys decide again from the relisted truth (a create
+        that did happen shows up by its deterministic name)."""
         at = self.state.now
         return [
-            Outcome(
-                at=at,
-                decision=seq,
-                index=index,
-                ok=False,
-                message="unconfirmed when the daemon restarted; deciding again",
-            )
+            Outcome(at=at, decision=seq, index=index, ok=False, message=message)
             for seq, flight in sorted(self.state.inflight.items())
             for index in flight.pending
         ]
 
-    async def _reconcile(self, event_log: EventLog, dirty: set[str]) -> None:
-        if self.stopping or not self.synced.is_set():
+    async def _reconcile(
+        self, event_log: EventLog, dirty: set[str], trace: BatchTrace | None = None
+    ) -> None:
+        if not self.acting:
             return
+        term = self._term
         now = self.state.now
         while self._requeue and self._requeue[0][0] <= now:
             dirty.add(heapq.heappop(self._requeue)[1])
         backing_off = {key for _, key in self._requeue if key in self._failures}
-        keys = {key for key in dirty if key not in backing_off}
+        keys = {key for key in dirty if key not in backing_off and not self._refused(key)}
+        began, started = now_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys)
+        self.metrics.reconcile_duration.record(time.perf_counter() - started)
+        decided = now_ns()
         for verdict in verdicts:
             if verdict.decision.requeue_at is not None:
                 heapq.heappush(self._requeue, (verdict.decision.requeue_at, verdict.key))
@@ -265,10 +470,16 @@ class Daemon:
         if not decisions:
             return
         seqs = await event_log.append(decisions)
+        self.appended_at = time.monotonic()
         for seq, event in zip(seqs, decisions, strict=True):
             fold(self.state, seq, event)
-            if event.intents:
-                await self._actions.send((seq, event))
+            self.metrics.decided(event)
+            context = trace.decided(seq, event, began, decided) if trace is not None else None
+            # A term that ended meanwhile hands out nothing: its intents are marked
+            # unconfirmed when the pump sees the end of the term.
+            if event.intents and self.leading and term == self._term:
+                await self._actions.send((term, seq, event, context))
+                self.pumped_at = time.monotonic()
 
     async def _maybe_snapshot(self, event_log: EventLog, appended: int) -> None:
         self._since_snapshot += appended
@@ -277,6 +488,18 @@ class Daemon:
             await event_log.save_snapshot(self.state.seq, encode_state(self.state))
 
     async def _act(self, actuator: Actuator) -> None:
-        async with anyio.create_task_group() as tg:
-            async for seq, decision in self._action_rx:
-                tg.start_soon(actuator.execute, seq, decision)
+        """Carry out decisions, one term at a time: the end of a term cancels what it
+        started, and decisions of a term that has ended are dropped."""
+        while True:
+            await self._term_began.wait()
+            term = self._term
+            with anyio.CancelScope() as scope:
+                self._term_scope = scope
+                if not self.leading or term != self._term:
+                    continue
+                async with anyio.create_task_group() as tg:
+                    async for action_term, seq, decision, context in self._action_rx:
+                        if action_term == term:
+                            tg.start_soon(actuator.execute, seq, decision, context)
+            if scope.cancelled_caught:
+                log.info("stopped acting", term=term, in_flight=actuator.in_flight)

@@ -4,15 +4,33 @@ from __future__ import annotations
 
 from daemon.config import Settings
 from daemon.reconcilers.base import Reconciler
+from daemon.reconcilers.gang import GangReconciler
 from daemon.reconcilers.job import JobReconciler
+from daemon.reconcilers.jobset import JobSetReconciler
 
 
 def reconcilers(settings: Settings) -> list[Reconciler]:
     job = settings.reconcilers.job
+    gang = settings.reconcilers.gang
     stuck = job.stuck_terminating_after_seconds
     return [
         JobReconciler(
             managed_by=job.managed_by,
             stuck_terminating_after_ms=int(stuck * 1000) if stuck else None,
+            backoff_base_ms=int(job.backoff_base_seconds * 1000),
+            backoff_max_ms=int(job.backoff_max_seconds * 1000),
+        ),
+        JobSetReconciler(
+            managed_by=settings.reconcilers.jobset.managed_by,
+            job_managed_by=job.managed_by,
+        ),
+        GangReconciler(
+            scheduler_name=gang.scheduler_name,
+            ready_timeout_ms=int(gang.ready_timeout_seconds * 1000) or None,
+            backoff_base_ms=int(gang.backoff_base_seconds * 1000),
+            backoff_max_ms=int(gang.backoff_max_seconds * 1000),
+            max_evictions=gang.max_evictions,
+            retry_max_ms=int(gang.retry_max_seconds * 1000),
+            ratio_level=gang.ratio_level,
         ),
     ]

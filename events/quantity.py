@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from functools import lru_cache
 from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
 from typing import Final
 
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}

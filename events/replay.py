@@ -3,22 +3,79 @@ tail, and the summaries `kbatchd replay` prints."""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, closing
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 
+from events import migrate
 from events.fold import fold
+from events.migrate import Migration
 from events.quantity import format_units
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import State, decode_state, empty_state
-from events.store import EventLog
+from events.store import EventLog, LogError, SchemaTooOld
 from events.topology import DEFAULT_LEVELS, Topology
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1 << 16
+
+
+@asynccontextmanager
+async def open_for_replay(
+    path: str | os.PathLike[str],
+    *,
+    migrations: Sequence[Migration] | None = None,
+    note: Callable[[str], None] | None = None,
+) -> AsyncIterator[EventLog]:
+    """The log at `path`, open read-only. A log of an older schema is replayed from a migrated
+    copy (in the temporary directory, ``$TMPDIR``): a replay never writes to the user's log.
+    A log of a newer schema is refused (`SchemaTooNew`, from the store)."""
+    known = migrate.MIGRATIONS if migrations is None else migrations
+    async with AsyncExitStack() as stack:
+        try:
+            log = await stack.enter_async_context(
+                EventLog.open(path, readonly=True, migrations=known)
+            )
+        except SchemaTooOld:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kbatchd-replay-"))
+            copy = Path(tmp) / Path(path).name
+            old = await anyio.to_thread.run_sync(_copy_log, os.fspath(path), os.fspath(copy))
+            async with EventLog.open(copy, migrations=known):
+                pass  # opening read-write is what migrates
+            if note is not None:
+                note(
+                    f"{os.fspath(path)}: log schema version {old} is older than this "
+                    f"kbatchd's; replaying a copy migrated to schema version "
+                    f"{known[-1].version} (the log itself is not changed)"
+                )
+            log = await stack.enter_async_context(
+                EventLog.open(copy, readonly=True, migrations=known)
+            )
+        yield log
+
+
+def _copy_log(source: str, target: str) -> int:
+    """A consistent copy of a log (its WAL included), read through a read-only connection;
+    returns the source's schema version."""
+    uri = Path(source).absolute().as_uri() + "?mode=ro"
+    try:
+        with (
+            closing(sqlite3.connect(uri, uri=True)) as src,
+            closing(sqlite3.connect(target)) as dst,
+        ):
+            src.backup(dst)
+            return migrate.schema_version(src)
+    except sqlite3.Error as exc:
+        raise LogError(f"{source}: copying the log to migrate it failed: {exc}") from exc
 
 
 class Replayed(msgspec.Struct):

@@ -346,6 +346,26 @@ class EventLog:
         )
         return list(EventBatch(self._name, cast(list[tuple[int, bytes]], rows)))
 
+    async def events_under(
+        self, prefixes: Sequence[str], until: int | None = None
+    ) -> list[tuple[int, Event]]:
+        """Every event whose ref starts with one of `prefixes` (``Pod/c1/default/`` for the
+        pods of one namespace), oldest first: the ref column is compared in SQLite, so only
+        the matching events are decoded."""
+        if not prefixes:
+            return []
+        # substr, not LIKE: names may hold LIKE's wildcards, and LIKE ignores case.
+        match = " OR ".join("substr(ref, 1, ?) = ?" for _ in prefixes)
+        params: list[Any] = [_MAX_SEQ if until is None else until]
+        for prefix in prefixes:
+            params += [len(prefix), prefix]
+        rows = await self._fetch(
+            f"SELECT seq, body FROM events WHERE seq <= ? AND ({match}) ORDER BY seq",
+            tuple(params),
+            f"reading the events under {', '.join(prefixes)}",
+        )
+        return list(EventBatch(self._name, cast(list[tuple[int, bytes]], rows)))
+
     async def count(self) -> int:
         """How many events the file holds now (seqs are dense, so also the newest seq)."""
         rows = await self._fetch("SELECT coalesce(max(seq), 0) FROM events", (), "reading the head")

@@ -116,19 +116,29 @@ async def simulated_cluster(
         yield sim, kubeconfig
 
 
-def daemon_config(tmp: Path, kubeconfig: Path, **daemon: Any) -> Path:
-    """A TOML config for `kbatchd run` against one simulated cluster."""
+def daemon_config(
+    tmp: Path, kubeconfig: Path, *, name: str = "kbatchd", extra: str = "", **daemon: Any
+) -> Path:
+    """A TOML config for `kbatchd run` against one simulated cluster, written to `tmp/NAME.toml`
+    with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, so that
+    tests of what happens after a failure stay short; the health endpoint takes a free
+    loopback port (several daemons may run at once); `extra` is TOML appended at the end."""
     lines = [
-        f'log = "{tmp / "kbatchd.db"}"',
+        f'log = "{tmp / f"{name}.db"}"',
         "[[clusters]]",
         'name = "sim-0"',
         f'kubeconfig = "{kubeconfig}"',
+        "[reconcilers.job]",
+        "backoff_base_seconds = 1.0",
+        "[health]",
+        'address = "127.0.0.1:0"',
         "[daemon]",
         "tick_seconds = 0.2",
         "watch_inactivity_seconds = 10",
         *(f"{key} = {json.dumps(value)}" for key, value in daemon.items()),
+        extra,
     ]
-    path = tmp / "kbatchd.toml"
+    path = tmp / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -174,3 +184,18 @@ async def kube_client(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
     await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     async with client.ApiClient(configuration) as api:
         yield api
+
+
+async def assert_reproduced(path: Path) -> int:
+    """`kbatchd replay --verify` on a log an integration test produced: every recorded decision
+    must come out of the reconcilers again. Returns how many were checked."""
+    from daemon import config, wiring
+    from daemon.verify import verify
+
+    # The settings of the daemon that wrote it: daemon_config puts them beside the log.
+    settings_file = path.with_suffix(".toml")
+    settings = config.load(settings_file if settings_file.exists() else None)
+    async with EventLog.open(path, readonly=True) as log:
+        result = await verify(log, wiring.reconcilers(settings))
+    assert result.divergence is None, result.divergence
+    return result.checked

@@ -8,6 +8,7 @@ fresh state. 429 and 5xx answers and broken connections are retried with back-of
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from itertools import groupby
 from typing import Any, Final
@@ -16,16 +17,23 @@ import aiohttp
 import anyio
 import msgspec
 import structlog
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from daemon.kube.api import PATCH_TYPES, KubeApi, Response
 from daemon.kube.ingest import Backoff, now_ms
 from daemon.kube.resources import RESOURCES
+from daemon.telemetry import intent_attributes
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.schema import Decided, Event, Outcome
 
 log = structlog.get_logger("kbatchd.actuator")
 
 Send = Callable[[list[Event]], Awaitable[None]]
+# (cluster, code) of a failed call: an HTTP status, or "connection" for a broken one.
+OnError = Callable[[str, int | str], None]
+# Seconds one intent took, retries included.
+OnDone = Callable[[float], None]
 
 RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
 
@@ -58,10 +66,16 @@ class Actuator:
         *,
         concurrency: int = 32,
         max_attempts: int = 8,
+        tracer: Tracer | None = None,
+        on_error: OnError | None = None,
+        on_done: OnDone | None = None,
     ) -> None:
         self.apis = apis
         self.send = send
         self.max_attempts = max_attempts
+        self.tracer = tracer
+        self._on_error = on_error
+        self._on_done = on_done
         self._limiter = anyio.CapacityLimiter(concurrency)
         self.in_flight = 0
         self.calls = 0
@@ -72,9 +86,10 @@ class Actuator:
         """Until no decision is being carried out."""
         await self._idle.wait()
 
-    async def execute(self, seq: int, decision: Decided) -> None:
+    async def execute(self, seq: int, decision: Decided, parent: Context | None = None) -> None:
         """Carry out every intent of a decision, in order; runs of intents of the same kind of
-        operation (creating a Job's pods, say) go concurrently."""
+        operation (creating a Job's pods, say) go concurrently. `parent` is the decision's
+        trace context: each intent gets an ``act`` span under it."""
         if not self.in_flight:
             self._idle = anyio.Event()
         self.in_flight += 1
@@ -85,23 +100,55 @@ class Actuator:
                 index += len(batch)
                 async with anyio.create_task_group() as tg:
                     for i, intent in batch:
-                        tg.start_soon(self._one, seq, i, intent)
+                        tg.start_soon(self._one, seq, i, intent, decision, parent)
         finally:
             self.in_flight -= 1
             if not self.in_flight:
                 self._idle.set()
 
-    async def _one(self, seq: int, index: int, intent: Intent) -> None:
-        async with self._limiter:
-            result = await self.perform(intent)
-        if not result.ok:
-            log.warning(
-                "intent failed",
-                decision=seq,
-                intent=intent.ref,
-                code=result.code,
-                message=result.message,
-            )
+    async def _one(
+        self, seq: int, index: int, intent: Intent, decision: Decided, parent: Context | None
+    ) -> None:
+        span = self._start_span(seq, index, intent, parent)
+        # Any line logged while carrying it out says which decision and object it was about.
+        context = structlog.contextvars.bound_contextvars(
+            cluster=intent.cluster, key=decision.key, reconciler=decision.reconciler, seq=seq
+        )
+        with context:
+            result: Result | None = None
+            try:
+                async with self._limiter:
+                    began = time.monotonic()
+                    result = await self.perform(intent)
+                    if self._on_done is not None:
+                        self._on_done(time.monotonic() - began)
+            finally:
+                # A cancelled intent (a lost lease, a drain running out) ends its span too.
+                if span is not None:
+                    _finish_span(span, result)
+            if result.ok:
+                log.debug("intent done", intent=intent.ref, code=result.code)
+            else:
+                log.warning(
+                    "intent failed",
+                    decision=seq,
+                    intent=intent.ref,
+                    code=result.code,
+                    message=result.message,
+                )
+            await self._send_outcome(seq, index, result)
+
+    def _start_span(
+        self, seq: int, index: int, intent: Intent, parent: Context | None
+    ) -> Span | None:
+        if self.tracer is None or parent is None:
+            return None
+        attributes = intent_attributes(intent)
+        attributes["kbatchd.decision.seq"] = seq
+        attributes["kbatchd.intent.index"] = index
+        return self.tracer.start_span("act", parent, attributes=attributes)
+
+    async def _send_outcome(self, seq: int, index: int, result: Result) -> None:
         await self.send(
             [
                 Outcome(
@@ -130,15 +177,24 @@ class Actuator:
                 self.calls += 1
                 response = await self._send(api, intent)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self._error(intent.cluster, "connection")
                 await anyio.sleep(backoff.next_delay())
                 last_error = str(exc) or type(exc).__name__
                 continue
             if response.status not in RETRIABLE:
-                return interpret(intent, response)
+                result = interpret(intent, response)
+                if not result.ok:
+                    self._error(intent.cluster, response.status)
+                return result
+            self._error(intent.cluster, response.status)
             await anyio.sleep(response.retry_after or backoff.next_delay())
         if response is not None:
             return Result(False, response.status, response.status_message())
         return Result(False, 0, f"gave up after {self.max_attempts} attempts: {last_error}")
+
+    def _error(self, cluster: str, code: int | str) -> None:
+        if self._on_error is not None:
+            self._on_error(cluster, code)
 
     async def _send(self, api: KubeApi, intent: Intent) -> Response:
         resource = RESOURCES[intent.kind]
@@ -194,6 +250,18 @@ class Actuator:
         raise TypeError(f"unknown intent {intent!r}")  # pragma: no cover
 
 
+def _finish_span(span: Span, result: Result | None) -> None:
+    if result is None:
+        span.set_status(Status(StatusCode.ERROR, "cancelled before an answer"))
+    else:
+        span.set_attribute("kbatchd.outcome.ok", result.ok)
+        if result.code:
+            span.set_attribute("http.response.status_code", result.code)
+        if not result.ok:
+            span.set_status(Status(StatusCode.ERROR, result.message))
+    span.end()
+
+
 def interpret(intent: Intent, response: Response) -> Result:
     """Whether a final answer means the intent is done."""
     if response.ok:
@@ -206,10 +274,17 @@ def interpret(intent: Intent, response: Response) -> Result:
                 pass
         return Result(True, response.status, "", rv, uid)
     status = response.status
-    if isinstance(intent, Create) and status == 409:
+    # A 409 is two different answers: the object exists (a create's work is done), or the
+    # write conflicted with another (nothing happened; decide again from fresh state).
+    if isinstance(intent, Create) and status == 409 and response.status_reason() == "AlreadyExists":
         return Result(True, status, "already exists")
     if isinstance(intent, Delete) and status == 404:
         return Result(True, status, "already gone")
-    if isinstance(intent, Delete) and status == 409 and intent.precondition_uid:
+    if (
+        isinstance(intent, Delete)
+        and status == 409
+        and intent.precondition_uid
+        and "Precondition failed: UID in precondition" in response.status_message()
+    ):
         return Result(True, status, "the object meant is gone (uid changed)")
     return Result(False, status, response.status_message())

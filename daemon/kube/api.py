@@ -40,6 +40,13 @@ class Response(msgspec.Struct, frozen=True):
             return self.body[:200].decode("utf-8", "replace")
         return decoded.message or decoded.reason
 
+    def status_reason(self) -> str:
+        """The `reason` of a Kubernetes Status body (``AlreadyExists``, ``Conflict``, …)."""
+        try:
+            return msgspec.json.decode(self.body, type=_Status).reason
+        except msgspec.DecodeError:
+            return ""
+
 
 class _Status(msgspec.Struct):
     message: str = ""

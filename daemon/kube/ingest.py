@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal
 
+import aiohttp
 import anyio
 import msgspec
 import structlog
@@ -27,6 +28,8 @@ from events.schema import Change, Event, Observed, Resynced
 log = structlog.get_logger("kbatchd.ingest")
 
 Send = Callable[[list[Event]], Awaitable[None]]
+# (cluster, code) of a failed list or watch, for the API error metric.
+OnError = Callable[[str, int | str], None]
 
 PAGE: Final = 500
 
@@ -86,6 +89,16 @@ class Backoff:
         self.attempt = 0
 
 
+def _error_code(exc: Exception) -> int | str:
+    if isinstance(exc, WatchHttpError):
+        return exc.response.status
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, msgspec.DecodeError):
+        return "decode"
+    return "connection"
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -102,6 +115,7 @@ class Informer:
         *,
         watch_timeout: tuple[int, int] = (300, 600),
         read_timeout: float = 70.0,
+        on_error: OnError | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -112,6 +126,7 @@ class Informer:
         self.read_timeout = read_timeout
         self.resource_version = ""
         self.relists = 0
+        self._on_error = on_error
         self._backoff = Backoff()
         self._rng = random.Random()
 
@@ -128,7 +143,15 @@ class Informer:
             except Expired:
                 log.info("watch expired, relisting", **self._context())
                 listed = False
-            except (OSError, TimeoutError, WatchHttpError, msgspec.DecodeError) as exc:
+            except (
+                OSError,
+                TimeoutError,
+                aiohttp.ClientError,
+                WatchHttpError,
+                msgspec.DecodeError,
+            ) as exc:
+                if self._on_error is not None:
+                    self._on_error(self.api.cluster, _error_code(exc))
                 delay = self._backoff.next_delay()
                 log.warning(
                     "watch failed", error=str(exc), retry_in=round(delay, 2), **self._context()

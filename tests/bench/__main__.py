@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from tests.bench import cluster, log, placement
+from tests.bench import cluster, jobset, log, placement, replay
 from tests.bench.table import Table
 
 
@@ -15,8 +15,10 @@ async def main() -> int:
     table = Table()
     print(f"kbatchd benchmarks on Python {platform.python_version()}, {platform.machine()}")
     await log.run(table)
+    await replay.run(table)
     placement.run(table)
     await cluster.run(table)
+    jobset.run(table)
     print()
     print(table.render())
     return 1 if table.missed else 0

@@ -36,9 +36,7 @@ def _pod(name: str) -> dict[str, object]:
 
 
 def _observed(events: list[tuple[int, object]], kind: str, name: str) -> list[Observed]:
-    return [
-        e for _, e in events if isinstance(e, Observed) and e.kind == kind and e.name == name
-    ]
+    return [e for _, e in events if isinstance(e, Observed) and e.kind == kind and e.name == name]
 
 
 async def _phases_of(log: Path, name: str) -> list[str]:

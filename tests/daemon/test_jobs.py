@@ -12,7 +12,10 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from events.intents import Create
+from events.schema import Decided, Event, Outcome
 from tests.processes import (
+    assert_reproduced,
     daemon_config,
     eventually,
     kube_client,
@@ -55,6 +58,20 @@ def job_body(
     if policy is not None:
         spec["podReplacementPolicy"] = policy
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def pods_created(events: list[tuple[int, Event]]) -> list[str]:
+    """Names of the pods the API server created for kbatchd, from the log's outcomes (a
+    create that failed made nothing; one that found the pod already there made nothing new)."""
+    decisions = {seq: e for seq, e in events if isinstance(e, Decided)}
+    created = []
+    for _, event in events:
+        if isinstance(event, Outcome) and event.ok and event.code == 201:
+            intent = decisions[event.decision].intents[event.index]
+            if isinstance(intent, Create) and intent.kind == "Pod":
+                created.append(intent.name)
+    assert len(created) == len(set(created)), "a pod was created twice"
+    return created
 
 
 async def pods_of(core: client.CoreV1Api, job: str) -> list[Any]:
@@ -125,6 +142,7 @@ async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_doe
     gone = [i for i, e in enumerate(eager) if e[0] == "DELETED" and e[1] == old]
     assert not gone or new < gone[0], f"replacement waited for the old pod: {eager}"
     assert any(e[1] == old and e[2] for e in eager[:new]), "old pod was not terminating"
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 async def test_a_suspended_job_changes_resources_and_resumes_in_one_update(
@@ -231,10 +249,62 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path:
                 job = await batch.read_namespaced_job("many", "default")
                 assert job.status.succeeded == completions
                 assert not job.status.failed
-    created = {
-        intent.name
-        for _, event in await logged_events(tmp_path / "kbatchd.db")
-        for intent in getattr(event, "intents", ())
-        if intent.kind == "Pod" and type(intent).__name__ == "Create"
-    }
-    assert len(created) == completions
+    assert len(pods_created(await logged_events(tmp_path / "kbatchd.db"))) == completions
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+async def test_a_job_completes_exactly_through_conflicts_throttling_and_server_errors(
+    tmp_path: Path,
+) -> None:
+    completions = 12
+    faults = "error-409=0.1,error-429=0.1,error-500=0.05"
+    async with (
+        simulated_cluster(tmp_path, "--faults", faults, "--seed", "9", "--time-scale", "5") as (
+            _,
+            kubeconfig,
+        ),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        batch = client.BatchV1Api(api)
+        body = job_body(
+            "bumpy",
+            parallelism=4,
+            completions=completions,
+            cpu="100m",
+            annotations={"sim.kbatchd.dev/run-seconds": "1"},
+        )
+
+        # The test's own client meets the faults too: retry its create like any client would.
+        async def create() -> bool:
+            try:
+                await batch.create_namespaced_job("default", body)
+            except ApiException as exc:
+                return bool(exc.status == 409 and "AlreadyExists" in (exc.body or ""))
+            return True
+
+        await eventually(create, what="the Job created despite the faults")
+
+        async def complete() -> bool:
+            try:
+                job = await batch.read_namespaced_job("bumpy", "default")
+            except ApiException:
+                return False
+            conditions = job.status.conditions or []
+            return any(c.type == "Complete" and c.status == "True" for c in conditions)
+
+        await eventually(complete, within=90, what="the Job Complete")
+
+        async def read() -> Any:
+            try:
+                return await batch.read_namespaced_job("bumpy", "default")
+            except ApiException:
+                return None  # an injected 429 or 500: ask again
+
+        job = await eventually(read, what="the finished Job read back")
+        assert job.status.succeeded == completions
+    events = await logged_events(tmp_path / "kbatchd.db")
+    outcomes = [e for _, e in events if isinstance(e, Outcome)]
+    assert any(not o.ok and o.code == 409 for o in outcomes), "no conflict was ever met"
+    assert len(pods_created(events)) == completions
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0

@@ -188,3 +188,12 @@ async def test_deleting_a_bound_pod_leaves_it_terminating(sim: SimCluster, api: 
     assert obj is not None
     assert obj["metadata"]["deletionTimestamp"]
     sim.registry.delete(PODS, "default", "t", DeleteOptions(grace_seconds=0))
+
+
+async def test_a_conflicting_write_is_not_mistaken_for_done(sim: SimCluster, api: KubeApi) -> None:
+    # An injected 409 Conflict (another writer won) is not "already exists": nothing happened.
+    sim.faults.set(error_409=1.0)
+    result = await _actuator(api, Outcomes()).perform(_create("contested"))
+    sim.faults.clear()
+    assert (result.ok, result.code) == (False, 409)
+    assert sim.get(PODS, "default", "contested") is None

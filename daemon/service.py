@@ -1,0 +1,129 @@
+"""`kbatchd run`: the daemon as a service — what systemd (or a terminal) starts.
+
+Around the supervisor it adds what a process needs and an embedded daemon (the demo, tests)
+does not: the health and metrics endpoint, the systemd notifications (READY=1 once the
+watches have listed, WATCHDOG=1 while the main loop turns, STOPPING=1 on SIGTERM), signals
+(SIGTERM/SIGINT drain and stop, SIGHUP reopens the log file), and the trace exporter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Mapping
+
+import anyio
+import structlog
+
+from daemon import logs, wiring
+from daemon.config import ConfigError, Settings, parse_address
+from daemon.health import HealthServer
+from daemon.leader import default_identity
+from daemon.metrics import Metrics
+from daemon.notify import READY, STOPPING, WATCHDOG, Notifier
+from daemon.supervisor import Daemon
+from daemon.telemetry import Tracing, resource, tracer_provider
+
+log = structlog.get_logger("kbatchd")
+
+
+class ServiceError(ConfigError):
+    """The service cannot start as configured (its health address is taken, say)."""
+
+
+async def serve(settings: Settings, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    notifier = Notifier.from_environment(env)
+    identity = settings.leader_election.identity or default_identity()
+    tracing = Tracing(tracer_provider(settings.tracing, identity, env))
+    metrics = Metrics(resource(settings.tracing, identity, env))
+    daemon = Daemon(
+        settings,
+        wiring.reconcilers(settings),
+        tracing=tracing,
+        metrics=metrics,
+        identity=identity,
+    )
+    # Stale: the pump turns at least once a tick (the clock's events); allow for slow batches.
+    stale_after = max(10.0, 5 * settings.daemon.tick_seconds)
+    health = HealthServer(daemon, metrics, stale_after=stale_after)
+    try:
+        if settings.health.address:
+            host, port = parse_address(settings.health.address)
+            try:
+                await health.start(host, port)
+            except OSError as exc:
+                raise ServiceError(
+                    f"health.address {settings.health.address}: {exc.strerror or exc}"
+                ) from exc
+        notifier.status("replaying the log and listing the clusters")
+        log.info("starting", identity=identity, tracing=tracing.enabled)
+        code = 1
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_signals, daemon, notifier)
+            tg.start_soon(_announce, daemon, notifier)
+            try:
+                code = await daemon.run(handle_signals=False)
+            finally:
+                tg.cancel_scope.cancel()
+        return code
+    finally:
+        with anyio.CancelScope(shield=True):
+            await health.stop()
+            # Flushing spans may block on the network (bounded by the exporter's timeout).
+            await anyio.to_thread.run_sync(tracing.shutdown)
+            metrics.shutdown()
+
+
+async def _signals(daemon: Daemon, notifier: Notifier) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                logs.reopen()
+                log.info("log file reopened", signal=name)
+                continue
+            if not daemon.stopping:
+                notifier.send(STOPPING, "STATUS=draining in-flight API calls")
+                log.info("signal received, draining", signal=name)
+                daemon.stop()
+
+
+async def _announce(daemon: Daemon, notifier: Notifier) -> None:
+    """READY=1 once every watch has listed, then watchdog pings and status changes.
+
+    The ping comes from this task, on the event loop, and only while the pump keeps
+    turning (it does every tick at least): a wedged loop or a stuck pump stops the pings,
+    and systemd restarts the service after WatchdogSec."""
+    await daemon.synced.wait()
+    status = _status(daemon)
+    notifier.send(READY, f"STATUS={status}")
+    log.info("ready", role=daemon.role)
+    watchdog = notifier.watchdog_seconds
+    period = watchdog / 2 if watchdog else 1.0
+    stalled_after = max(watchdog or 0.0, 3 * daemon.settings.daemon.tick_seconds)
+    warned = False
+    while True:
+        await anyio.sleep(period)
+        lines: list[str] = []
+        if watchdog:
+            if time.monotonic() - daemon.pumped_at < stalled_after:
+                lines.append(WATCHDOG)
+                warned = False
+            elif not warned:
+                warned = True
+                log.error("the pump is stuck; withholding the watchdog ping")
+        now = _status(daemon)
+        if now != status:
+            status = now
+            lines.append(f"STATUS={status}")
+        if lines:
+            notifier.send(*lines)
+
+
+def _status(daemon: Daemon) -> str:
+    role = {"leader": "acting", "standby": "standby (another holds the lease)"}.get(
+        daemon.role, daemon.role
+    )
+    return f"synced, {role}"

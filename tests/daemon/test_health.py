@@ -1,0 +1,202 @@
+"""Health and metrics: the probes' verdicts, the Prometheus text, and a running daemon's
+endpoint while it manages a Job through API errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from daemon import prometheus
+from daemon.health import HealthServer
+from daemon.metrics import Metrics, reason_code
+from events.schema import Decided
+from tests.daemon.embedded import job
+from tests.processes import daemon_config, eventually, kube_client, simulated_cluster, spawn
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeDaemon:
+    def __init__(self) -> None:
+        self.role = "starting"
+        self.pumped_at = time.monotonic()
+        self.appended_at = 0.0
+        self.synced = False
+
+    def is_synced(self) -> bool:
+        return self.synced
+
+
+@asynccontextmanager
+async def serving(daemon: FakeDaemon) -> AsyncIterator[tuple[str, aiohttp.ClientSession]]:
+    server = HealthServer(daemon, Metrics(), stale_after=10)
+    url = await server.start("127.0.0.1", 0)
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield url, session
+    finally:
+        await server.stop()
+
+
+async def _get(session: aiohttp.ClientSession, url: str) -> tuple[int, dict[str, object]]:
+    async with session.get(url) as response:
+        return response.status, await response.json()
+
+
+async def test_ready_only_when_synced_writing_and_knowing_its_role() -> None:
+    daemon = FakeDaemon()
+    async with serving(daemon) as (url, session):
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["ready"]) == (503, False)
+        daemon.synced = True
+        daemon.appended_at = time.monotonic()
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["role"]) == (503, "starting")
+        for role in ("leader", "standby"):
+            daemon.role = role
+            status, body = await _get(session, f"{url}/readyz")
+            assert (status, body) == (
+                200,
+                {"synced": True, "log_writable": True, "role": role, "ready": True},
+            )
+        daemon.appended_at = time.monotonic() - 60
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["log_writable"]) == (503, False)
+
+
+async def test_alive_while_the_main_loop_turns() -> None:
+    daemon = FakeDaemon()
+    async with serving(daemon) as (url, session):
+        status, body = await _get(session, f"{url}/healthz")
+        assert (status, body["alive"]) == (200, True)
+        daemon.pumped_at = time.monotonic() - 60
+        status, body = await _get(session, f"{url}/healthz")
+        assert (status, body["alive"]) == (503, False)
+
+
+def test_prometheus_text_of_counters_gauges_and_histograms() -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("t")
+    meter.create_counter("kbatchd.events.appended", "{event}", "Events").add(3, {"type": "Tick"})
+    meter.create_up_down_counter("kbatchd.depth", "1", "Depth").add(-2, {"queue": 'a"b'})
+    latency = meter.create_histogram(
+        "kbatchd.act.duration", "s", "Act", explicit_bucket_boundaries_advisory=(0.1, 1.0)
+    )
+    for value in (0.05, 0.5, 0.7, 5.0):
+        latency.record(value)
+    text = prometheus.render(reader.get_metrics_data())
+    assert "# TYPE kbatchd_events_appended_total counter" in text
+    assert 'kbatchd_events_appended_total{type="Tick"} 3' in text
+    assert "# TYPE kbatchd_depth gauge" in text
+    assert 'kbatchd_depth{queue="a\\"b"} -2' in text
+    assert "# TYPE kbatchd_act_duration_seconds histogram" in text
+    assert 'kbatchd_act_duration_seconds_bucket{le="0.1"} 1' in text
+    assert 'kbatchd_act_duration_seconds_bucket{le="1.0"} 3' in text
+    assert 'kbatchd_act_duration_seconds_bucket{le="+Inf"} 4' in text
+    assert "kbatchd_act_duration_seconds_count 4" in text
+    assert "kbatchd_act_duration_seconds_sum 6.25" in text
+    assert prometheus.render(None) == ""
+
+
+def test_decisions_are_counted_by_reason_code() -> None:
+    metrics = Metrics()
+    for reason in ("Admitted: placed on rack r1", "Preempted: for a higher priority", "Status"):
+        metrics.decided(Decided(at=0, reconciler="gang", key="k", reason=reason))
+    text = metrics.render()
+    assert 'kbatchd_decisions_total{reason="Admitted",reconciler="gang"} 1' in text
+    assert 'kbatchd_admissions_total{reconciler="gang"} 1' in text
+    assert 'kbatchd_preemptions_total{reconciler="gang"} 1' in text
+    assert reason_code("BackoffLimitExceeded: Failed (too many)") == "BackoffLimitExceeded"
+
+
+def _samples(text: str) -> dict[str, float]:
+    """`name{labels}` -> value, for every sample line."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def _total(samples: dict[str, float], family: str, **labels: str) -> float:
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(
+        value
+        for name, value in samples.items()
+        if re.match(rf"{family}(\{{|$)", name) and all(w in name for w in wanted)
+    )
+
+
+async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) -> None:
+    # One API request in five fails: the daemon gets through, and counts what failed.
+    faults = ("--faults", "error-500=0.2", "--seed", "7", "--time-scale", "10")
+    async with simulated_cluster(tmp_path, *faults) as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        async with (
+            spawn("daemon", "run", "--config", str(config)) as daemon,
+            kube_client(kubeconfig) as api,
+            aiohttp.ClientSession() as session,
+        ):
+            line = await daemon.wait_for(lambda text: '"health serving"' in text)
+            url = json.loads(line)["url"]
+            assert url.startswith("http://127.0.0.1:")
+            status, body = await _get(session, f"{url}/healthz")
+            assert (status, body["alive"]) == (200, True)
+
+            async def ready() -> dict[str, object] | None:
+                status, body = await _get(session, f"{url}/readyz")
+                return body if status == 200 else None
+
+            body = await eventually(ready, what="/readyz 200")
+            assert body["role"] == "leader"
+            batch = client.BatchV1Api(api)
+
+            # The test's own requests meet the injected faults too: it retries them.
+            async def created() -> bool:
+                try:
+                    await batch.create_namespaced_job("default", job("measured", parallelism=2))
+                except ApiException as exc:
+                    return exc.status == 409
+                return True
+
+            async def complete() -> bool:
+                try:
+                    found = await batch.read_namespaced_job("measured", "default")
+                except ApiException:
+                    return False
+                return any(
+                    c.type == "Complete" and c.status == "True"
+                    for c in found.status.conditions or []
+                )
+
+            await eventually(created, what="Job measured created")
+
+            await eventually(complete, within=60, what="Job measured Complete")
+            async with session.get(f"{url}/metrics") as response:
+                assert response.status == 200
+                assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                text = await response.text()
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=15) == 0
+    samples = _samples(text)
+    assert _total(samples, "kbatchd_events_appended_total", type="Observed") > 0
+    assert _total(samples, "kbatchd_decisions_total", reconciler="job") > 0
+    assert _total(samples, "kbatchd_api_errors_total", code="500") > 0
+    assert _total(samples, "kbatchd_fold_lag_seconds_count") > 0
+    assert _total(samples, "kbatchd_reconcile_duration_seconds_count") > 0
+    assert _total(samples, "kbatchd_act_duration_seconds_count") >= 2
+    assert samples["kbatchd_leader"] == 1
+    assert 'kbatchd_queue_depth{queue="ingest"}' in samples
