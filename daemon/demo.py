@@ -101,6 +101,127 @@ SCENARIO = [
 ]
 
 
+RACK = "cloud.provider.com/topology-rack"
+GANG = "gang"
+GANG_SIZE = 16
+JOBSETS = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+
+
+def _gang_objects() -> tuple[Any, Any, list[Any]]:
+    """A Workload, its PodGroup and 16 one-GPU members that must share one rack."""
+    group = f"{GANG}-main"
+    policy = {
+        "schedulingPolicy": {"gang": {"minCount": GANG_SIZE}},
+        "schedulingConstraints": {"topology": [{"key": RACK}]},
+    }
+    workload = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": GANG},
+        "spec": {"podGroupTemplates": [{"name": "main", **policy}]},
+    }
+    pod_group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": group},
+        "spec": {
+            "podGroupTemplateRef": {
+                "workload": {"workloadName": GANG, "podGroupTemplateName": "main"}
+            },
+            **policy,
+        },
+    }
+    members = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{GANG}-{i:02d}",
+                "annotations": {"sim.kbatchd.dev/run-seconds": "20"},
+            },
+            "spec": {
+                "schedulerName": "kbatchd",
+                "schedulingGroup": {"podGroupName": group},
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "trainer:latest",
+                        "resources": {"requests": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+        }
+        for i in range(GANG_SIZE)
+    ]
+    return workload, pod_group, members
+
+
+def _jobset() -> dict[str, Any]:
+    """Data preparation, then training that starts only once preparation is Complete."""
+
+    def replicated(name: str, replicas: int, pods: int, **extra: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": pods,
+                    "completions": pods,
+                    "template": {
+                        "metadata": {"annotations": {"sim.kbatchd.dev/run-seconds": "10"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "trainer:latest"}],
+                        },
+                    },
+                }
+            },
+            **extra,
+        }
+
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "pipeline"},
+        "spec": {
+            "managedBy": "kbatchd.dev/jobset-controller",
+            "replicatedJobs": [
+                replicated("prep", 1, 1),
+                replicated("train", 2, 2, dependsOn=[{"name": "prep", "status": "Complete"}]),
+            ],
+        },
+    }
+
+
+async def _until_scheduled(scheduling: Any, name: str) -> None:
+    with anyio.fail_after(120):
+        async with watch.Watch() as stream:
+            async for event in stream.stream(scheduling.list_namespaced_pod_group, "default"):
+                group = event["object"]
+                conditions = (group.status.conditions or []) if group.status else []
+                if group.metadata.name == name and any(
+                    c.type == "PodGroupScheduled" and c.status == "True" for c in conditions
+                ):
+                    print(f"  … {name} scheduled: all {GANG_SIZE} pods bound")
+                    return
+
+
+async def _until_jobset(custom: Any, name: str, kind: str) -> None:
+    with anyio.fail_after(120):
+        async with watch.Watch() as stream:
+            async for event in stream.stream(
+                custom.list_namespaced_custom_object, *JOBSETS[:2], "default", JOBSETS[2]
+            ):
+                obj = event["object"]
+                conditions = (obj.get("status") or {}).get("conditions") or []
+                if obj["metadata"]["name"] == name and any(
+                    c.get("type") == kind and c.get("status") == "True" for c in conditions
+                ):
+                    print(f"  … JobSet {name} {kind}")
+                    return
+
+
 async def _until_condition(batch: client.BatchV1Api, name: str, kind: str) -> None:
     """Watch Jobs until `name` has condition `kind` True (bounded: the demo must end)."""
     with anyio.fail_after(120):
@@ -168,17 +289,37 @@ async def _play(sim: SimCluster) -> None:
             },
         )
         print("  resumed later with 2 GPUs per pod on rack b1-r1, in one update")
+
+        core, scheduling = client.CoreV1Api(api), client.SchedulingV1alpha2Api(api)
+        custom = client.CustomObjectsApi(api)
+        workload, pod_group, members = _gang_objects()
+        print(f"create {GANG}: a gang of {GANG_SIZE} one-GPU pods that must share one rack")
+        await scheduling.create_namespaced_workload("default", workload)
+        await scheduling.create_namespaced_pod_group("default", pod_group)
+        for member in members:
+            await core.create_namespaced_pod("default", member)
+        print("create pipeline: a JobSet whose training starts once data preparation completes")
+        await custom.create_namespaced_custom_object(*JOBSETS[:2], "default", JOBSETS[2], _jobset())
+        await _until_scheduled(scheduling, pod_group["metadata"]["name"])
         for name, kind in (("flaky", "Failed"), ("later", "Complete"), ("train", "Complete")):
             await _until_condition(batch, name, kind)
+        await _until_jobset(custom, "pipeline", "Completed")
+        racks = {
+            pod.spec.node_name.rsplit("-", 1)[0]
+            for pod in (await core.list_namespaced_pod("default")).items
+            if pod.metadata.name.startswith(f"{GANG}-") and pod.spec.node_name
+        }
+        print(f"  … the gang's pods are on rack(s): {', '.join(sorted(racks))}")
 
 
 async def _account(path: Path) -> None:
-    print("what the log says (kbatchd replay var/kbatchd.db --show Job/default/NAME):")
+    print(f"what the log says (more: kbatchd replay {path} --explain KIND/default/NAME):")
     async with EventLog.open(path, readonly=True) as log:
-        for _, body in SCENARIO:
-            name = body["metadata"]["name"]
-            ref = f"Job/sim-0/default/{name}"
-            print(f"\nJob {name}")
+        refs = [f"Job/sim-0/default/{body['metadata']['name']}" for _, body in SCENARIO]
+        refs += [f"PodGroup/sim-0/default/{GANG}-main", "JobSet/sim-0/default/pipeline"]
+        for ref in refs:
+            kind, _, _, name = ref.split("/")
+            print(f"\n{kind} {name}")
             decisions = [
                 (seq, event)
                 for seq, event in await log.events_for(ref)
@@ -187,12 +328,9 @@ async def _account(path: Path) -> None:
             for seq, event in decisions:
                 print(f"  {seq:>6}  {iso_time(event.at)[11:23]}  {describe(event)[:150]}")
         replayed = await rebuild(log)
-        failed = sum(
-            1
-            for batch in [[e async for _, e in log.read()]]
-            for e in batch
-            if isinstance(e, Outcome) and not e.ok
-        )
+        failed = 0
+        async for _, logged in log.read():
+            failed += isinstance(logged, Outcome) and not logged.ok
         print()
         print(render_summary(summary(replayed, str(path))))
         print(f"failed intents: {failed}")

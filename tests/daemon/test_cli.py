@@ -250,6 +250,10 @@ def test_demo_runs_the_daemon_on_the_simulated_cluster(
     assert "daemon synced" in out
     assert "train Complete" in out
     assert "BackoffLimitExceeded: Failed" in out
+    assert "gang-main scheduled: all 16 pods bound" in out
+    assert "the gang's pods are on rack(s): " in out
+    assert out.split("the gang's pods are on rack(s): ")[1].split("\n")[0].count(",") == 0
+    assert "JobSet pipeline Completed" in out
     assert "failed intents: 0" in out
     assert main(["replay", str(tmp_path / "kbatchd.db"), "--verify"]) == 0
     assert "reproduced exactly" in capsys.readouterr().out
