@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from tests.bench import cluster, jobset, log, placement, replay
+from tests.bench import cluster, gang, jobset, log, placement, replay
 from tests.bench.table import Table
 
 
@@ -19,6 +19,7 @@ async def main() -> int:
     placement.run(table)
     await cluster.run(table)
     jobset.run(table)
+    await gang.run(table, 1_500)
     print()
     print(table.render())
     return 1 if table.missed else 0
