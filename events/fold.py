@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from events import expectations, gangs, jobs, jobsets
+from events.index import reindex
 from events.objects import KINDS, TERMINAL_PHASES, Job, Node, Pod, PodGroup, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
@@ -122,17 +123,7 @@ def _index_child(
 ) -> None:
     before = _controller_ref(cluster, old) if old is not None else None
     after = _controller_ref(cluster, new) if new is not None else None
-    if before == after:
-        return
-    children = state.children
-    if before is not None:
-        siblings = children.get(before)
-        if siblings is not None:
-            siblings.discard(key)
-            if not siblings:
-                del children[before]
-    if after is not None:
-        children.setdefault(after, set()).add(key)
+    reindex(state.children, key, before, after)
 
 
 def _dirty_owners_on(state: State, cluster: str, node_key: str, dirty: Dirty) -> None:

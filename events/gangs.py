@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from events.index import reindex
 from events.objects import Pod, PodGroup
 from events.state import State
 
@@ -37,18 +38,7 @@ def _group_of(cluster: str, pod: Pod | None) -> str | None:
 
 def pod_changed(state: State, cluster: str, key: str, old: Pod | None, new: Pod | None) -> None:
     """Keep ``group_members`` right for a pod added, changed or (``new=None``) deleted."""
-    before, after = _group_of(cluster, old), _group_of(cluster, new)
-    if before == after:
-        return
-    members = state.group_members
-    if before is not None:
-        keys = members.get(before)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del members[before]
-    if after is not None:
-        members.setdefault(after, set()).add(key)
+    reindex(state.group_members, key, _group_of(cluster, old), _group_of(cluster, new))
 
 
 def waiting(group: PodGroup) -> bool:

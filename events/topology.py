@@ -14,6 +14,7 @@ from typing import Final
 
 import msgspec
 
+from events.index import reindex
 from events.objects import TERMINAL_PHASES, Node, Pod
 
 DEFAULT_LEVELS: Final = (
@@ -165,14 +166,15 @@ class Topology(msgspec.Struct):
         if old is not None:
             del self.charges[pod_key]
             self._move(old, -1)
-            on_node = self.node_pods[old.node]
-            on_node.discard(pod_key)
-            if not on_node:
-                del self.node_pods[old.node]
         if wanted is not None:
             self.charges[pod_key] = wanted
             self._move(wanted, 1)
-            self.node_pods.setdefault(wanted.node, set()).add(pod_key)
+        reindex(
+            self.node_pods,
+            pod_key,
+            old.node if old is not None else None,
+            wanted.node if wanted is not None else None,
+        )
         return True
 
     def _move(self, charge: Charge, sign: int) -> None:

@@ -199,3 +199,31 @@ async def assert_reproduced(path: Path) -> int:
         result = await verify(log, wiring.reconcilers(settings))
     assert result.divergence is None, result.divergence
     return result.checked
+
+
+def stderr_on_a_terminal(*argv: str) -> bytes:
+    """What ``kbatchd ARGV`` writes to stderr when stderr is a terminal (a pty)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "daemon.cli", *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=follower,
+            timeout=120,
+            check=True,
+        )
+        os.close(follower)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break  # the pty is closed once the child and our end are gone
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(leader)
+    return seen

@@ -39,12 +39,12 @@ from daemon.reconcilers.jobsetspec import (
     JobSetStatus,
     JobSetView,
     ReplicatedJob,
-    managed_by,
     view_jobset,
 )
 from daemon.reconcilers.jobsetstatus import StatusDraft
 from daemon.reconcilers.jobsetvalidation import validate
 from daemon.reconcilers.jobsetvolumes import finished_scratch, missing_claims
+from daemon.reconcilers.jobspec import managed_by
 from daemon.reconcilers.jobstatus import parse_time, rfc3339
 from events.intents import Create, Delete, Intent, Patch
 from events.objects import Job, JobSet

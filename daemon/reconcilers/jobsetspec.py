@@ -308,12 +308,6 @@ def view_jobset(jobset: JobSet) -> JobSetView:
     return JobSetView(jobset, spec, status)
 
 
-def managed_by(jobset: JobSet) -> str | None:
-    """`spec.managedBy` without decoding the rest of the spec."""
-    value = jobset.spec.get("managedBy")
-    return value if isinstance(value, str) else None
-
-
 def job_name(jobset: str, replicated_job: str, index: int) -> str:
     """upstream `placement.GenJobName`: ``<jobset>-<replicatedJob>-<jobIndex>``."""
     return f"{jobset}-{replicated_job}-{index}"

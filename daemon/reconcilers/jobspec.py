@@ -13,7 +13,7 @@ from typing import Any, Final
 import msgspec
 
 from daemon.reconcilers.indexes import Indexes
-from events.objects import Job
+from events.objects import Job, JobSet
 
 MAX_INT32: Final = 2**31 - 1
 
@@ -226,7 +226,7 @@ def view_job(job: Job) -> JobView:
     return JobView(job, spec, status)
 
 
-def managed_by(job: Job) -> str | None:
-    """`spec.managedBy` without decoding the rest of the spec."""
-    value = job.spec.get("managedBy")
+def managed_by(obj: Job | JobSet) -> str | None:
+    """`spec.managedBy` (a Job's or a JobSet's) without decoding the rest of the spec."""
+    value = obj.spec.get("managedBy")
     return value if isinstance(value, str) else None

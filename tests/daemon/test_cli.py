@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pty
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +17,7 @@ from daemon.synthetic import stream
 from events.fold import fold
 from events.state import empty_state, encode_state
 from events.store import EventLog
+from tests.processes import stderr_on_a_terminal
 
 EVENTS = 6_000
 SNAPSHOT_AT = 4_000
@@ -218,27 +217,7 @@ def test_unusable_paths_and_arguments_exit_2(argv: list[str]) -> None:
 
 
 def test_progress_is_shown_on_a_terminal(log_file: Path) -> None:
-    leader, follower = pty.openpty()
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "daemon.cli", "replay", str(log_file), "--until", "3000"],
-            stdout=subprocess.DEVNULL,
-            stderr=follower,
-            timeout=120,
-            check=True,
-        )
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(leader)
+    seen = stderr_on_a_terminal("replay", str(log_file), "--until", "3000")
     assert b"replaying 3,000/3,000 (100%)" in seen
 
 

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pty
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +30,7 @@ from tests.processes import (
     kube_client,
     running_daemon,
     simulated_cluster,
+    stderr_on_a_terminal,
 )
 
 MANAGER = "kbatchd.dev/job-controller"
@@ -322,25 +319,5 @@ def test_a_log_of_a_newer_schema_is_refused(
 
 
 def test_progress_on_a_terminal(run_log: Path) -> None:
-    leader, follower = pty.openpty()
-    try:
-        subprocess.run(
-            [sys.executable, "-m", "daemon.cli", "replay", str(run_log), "--timeline"],
-            stdout=subprocess.DEVNULL,
-            stderr=follower,
-            timeout=120,
-            check=True,
-        )
-        os.close(follower)
-        seen = b""
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        os.close(leader)
+    seen = stderr_on_a_terminal("replay", str(run_log), "--timeline")
     assert b"(100%)" in seen
