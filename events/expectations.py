@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from events.intents import Bind
 from events.objects import KObject, Pod
 from events.schema import Decided, Outcome
 from events.state import Expectation, State
@@ -21,7 +22,10 @@ def expect(state: State, seq: int, decision: Decided) -> None:
     for intent in decision.intents:
         op = intent.__struct_config__.tag
         assert isinstance(op, str)
-        _replace(state, intent.ref, Expectation(seq, decision.key, op, since=decision.at))
+        node = intent.node if isinstance(intent, Bind) else ""
+        _replace(
+            state, intent.ref, Expectation(seq, decision.key, op, since=decision.at, node=node)
+        )
 
 
 def settle(state: State, outcome: Outcome, ref: str, dirty: set[str] | None) -> None:

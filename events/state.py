@@ -44,6 +44,8 @@ class Expectation(msgspec.Struct, array_like=True):
     uid: str = ""
     rv: str = ""
     done: bool = False
+    # A bind's node: until the watch shows the pod bound, placement charges it there.
+    node: str = ""
 
 
 class BackoffRecord(msgspec.Struct, array_like=True):

@@ -78,11 +78,16 @@ class Backoff:
     def __init__(self, first: float = 0.8, cap: float = 30.0, seed: int | None = None) -> None:
         self.first, self.cap = first, cap
         self.attempt = 0
-        self._rng = random.Random(seed)
+        self._seed = seed
+        # Made on the first delay: seeding from the OS costs more than a request, and the
+        # actuator makes one Backoff per intent that almost never needs it.
+        self._rng: random.Random | None = None
 
     def next_delay(self) -> float:
         ceiling = min(self.cap, self.first * 2**self.attempt)
         self.attempt += 1
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
         return self._rng.uniform(ceiling / 2, ceiling)
 
     def reset(self) -> None:

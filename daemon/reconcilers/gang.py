@@ -267,7 +267,7 @@ class GangReconciler:
 
     def decide(self, state: State, key: str, now: int) -> Decision | None:
         kind, cluster, namespace, name = split_ref(key)
-        run = self.passes.get(state, self.name, key)
+        run = self.passes.get(state, key)
         if kind == "PodGroup":
             return self._decide_group(state, run, cluster, namespace, name, now)
         if kind == "Workload":

@@ -2,11 +2,9 @@
 per-domain counts expanded onto concrete nodes.
 
 Free capacity is each node's allocatable less `Topology.node_used` (every bound, non-terminal
-pod, kbatchd's or not) less the bindings the gang reconciler decided that the watch has not
-shown yet. Those are found in the state: the pending Bind intents of its in-flight decisions.
-A bind whose outcome came back but whose pod is not yet seen bound has no known node any
-more; while one exists on a cluster no gang is admitted there (`Pass.unknown`) — the window
-is one watch round-trip.
+pod, kbatchd's or not) less the bindings decided that the watch has not shown yet: each
+bind's expectation (`events.expectations`) names its node and lasts until the pod is seen
+bound, failed or gone, so there is no moment when a decided binding takes no room.
 
 Decisions of one reconcile pass are all made from the same state, before any of them is
 folded. A `Pass` remembers what the pass already admitted, so that two gangs decided in one
@@ -33,7 +31,6 @@ from daemon.placement import (
 from daemon.placement import Topology as Tree
 from daemon.placement.validation import first_problem
 from daemon.reconcilers.gangspec import TopologyRequest, live
-from events.intents import Bind
 from events.objects import Node, Pod
 from events.state import State
 
@@ -120,7 +117,7 @@ class PlacedTree:
 class ClusterView:
     """One cluster's nodes as placement sees them during one pass."""
 
-    def __init__(self, state: State, cluster: str, reconciler: str) -> None:
+    def __init__(self, state: State, cluster: str) -> None:
         prefix = f"{cluster}//"
         self.nodes: list[Node] = sorted(
             (node for key, node in state.nodes.items() if key.startswith(prefix)),
@@ -131,27 +128,21 @@ class ClusterView:
         self.used: dict[str, Amounts] = {
             n.name: dict(node_used.get(prefix + n.name, {})) for n in self.nodes
         }
+        # Binds decided but not yet seen by the watch are charged to the node they name: the
+        # expectation keeps it until the pod shows up bound, failed or gone. Only logs written
+        # before expectations carried the node can leave one unknown.
         self.unknown = 0
-        seen: set[str] = set()
-        for flight in state.inflight.values():
-            decision = flight.decision
-            if decision.reconciler != reconciler:
-                continue
-            for index in flight.pending:
-                intent = decision.intents[index]
-                if not isinstance(intent, Bind) or intent.cluster != cluster:
-                    continue
-                seen.add(intent.ref)
-                pod = state.pods.get(f"{cluster}/{intent.namespace}/{intent.name}")
-                used = self.used.get(intent.node)
-                if pod is not None and not pod.node_name and live(pod) and used is not None:
-                    _add(used, pod.requests)
         pod_prefix = f"Pod/{cluster}/"
         for ref, expectation in state.expected.items():
-            if expectation.op != "bind" or ref in seen or not ref.startswith(pod_prefix):
+            if expectation.op != "bind" or not ref.startswith(pod_prefix):
                 continue
             pod = state.pods.get(ref[4:])
-            if pod is not None and not pod.node_name and live(pod):
+            if pod is None or pod.node_name or not live(pod):
+                continue
+            used = self.used.get(expectation.node)
+            if used is not None:
+                _add(used, pod.requests)
+            elif not expectation.node:
                 self.unknown += 1
         self._infos: list[NodeInfo] | None = None
         self._trees: dict[tuple[tuple[str, ...], Restrict], PlacedTree] = {}
@@ -199,11 +190,10 @@ class ClusterView:
 class Pass:
     """What every gang decision made from one state shares."""
 
-    def __init__(self, state: State, reconciler: str) -> None:
+    def __init__(self, state: State) -> None:
         self.state = state
         self.seq = state.seq
         self.now = state.now
-        self.reconciler = reconciler
         self.decided: set[str] = set()
         self._clusters: dict[str, ClusterView] = {}
 
@@ -213,7 +203,7 @@ class Pass:
     def cluster(self, name: str) -> ClusterView:
         view = self._clusters.get(name)
         if view is None:
-            view = self._clusters[name] = ClusterView(self.state, name, self.reconciler)
+            view = self._clusters[name] = ClusterView(self.state, name)
         return view
 
 
@@ -226,10 +216,10 @@ class Passes:
     def __init__(self) -> None:
         self._current: Pass | None = None
 
-    def get(self, state: State, reconciler: str, key: str) -> Pass:
+    def get(self, state: State, key: str) -> Pass:
         current = self._current
         if current is None or not current.current_for(state) or key in current.decided:
-            current = self._current = Pass(state, reconciler)
+            current = self._current = Pass(state)
         current.decided.add(key)
         return current
 

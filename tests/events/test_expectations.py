@@ -127,7 +127,7 @@ def test_decision_expects_every_intent_and_its_key_awaits_them() -> None:
         "Pod/c1/ns/p1": Expectation(2, KEY, "create", since=7),
         "Job/c1/ns/j1": Expectation(2, KEY, "patch", since=7),
         "Pod/c1/ns/p2": Expectation(2, KEY, "delete", since=7),
-        "Pod/c1/ns/p3": Expectation(2, KEY, "bind", since=7),
+        "Pod/c1/ns/p3": Expectation(2, KEY, "bind", since=7, node="n1"),
     }
     assert played.state.awaiting == {KEY: 4}
 

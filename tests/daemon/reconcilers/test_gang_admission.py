@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from daemon.reconcilers.base import Decision
 from daemon.reconcilers.gang import GangReconciler, retry_at
 from daemon.reconcilers.gangspec import KUEUE_PREFERRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE
 from events.fold import fold
@@ -277,18 +278,38 @@ def test_bindings_in_flight_count_as_taken() -> None:
     assert binds(other) == {}
 
 
-def test_a_bind_whose_node_is_no_longer_known_holds_admissions_back() -> None:
-    world = World(nodes())
-    world.add(podgroup("a", 2), *members("a", 2), podgroup("b", 2), *members("b", 2))
-    decision = world.decide(key("a"))
-    assert decision is not None
+def _carried_out(world: World, decision: Decision) -> None:
+    """Log `decision` and fold a successful outcome of each intent: the watch lags."""
     seq = world.log(key("a"), decision)
-    for index in range(len(decision.intents)):  # outcomes back, watch not yet
+    for index in range(len(decision.intents)):
         fold(
             world.state,
             world.state.seq + 1,
             Outcome(at=world.now, decision=seq, index=index, ok=True),
         )
+
+
+def test_a_bind_carried_out_but_not_yet_watched_still_takes_its_room() -> None:
+    world = World(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
+    world.add(podgroup("a", 10), *members("a", 10), podgroup("b", 10), *members("b", 10))
+    decision = world.decide(key("a"))
+    assert decision is not None
+    _carried_out(world, decision)
+    other = GangReconciler(ready_timeout_ms=None).decide(world.state, key("b"), world.now)
+    assert other is not None
+    assert binds(other) == {}
+    assert other.reason.startswith("Unschedulable: TopologyPlacementFailed")
+
+
+def test_a_bind_without_a_known_node_holds_admissions_back() -> None:
+    """Expectations logged before they carried the bind's node: room unknown, so wait."""
+    world = World(nodes())
+    world.add(podgroup("a", 2), *members("a", 2), podgroup("b", 2), *members("b", 2))
+    decision = world.decide(key("a"))
+    assert decision is not None
+    _carried_out(world, decision)
+    for ref, expectation in list(world.state.expected.items()):
+        world.state.expected[ref] = msgspec.structs.replace(expectation, node="")
     other = GangReconciler().decide(world.state, key("b"), world.now)
     assert other is not None
     assert other.reason.startswith("Waiting: BindingsInFlight: 2")
