@@ -69,7 +69,7 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
             _index_child(state, cluster, key, old, current)
         if old is None or current is None or old.pod_group != obj.pod_group:  # type: ignore[union-attr]
             gangs.pod_changed(state, cluster, key, old, current)  # type: ignore[arg-type]
-        if dirty is not None and moved and state.gang_waiting and key not in state.topology.charges:
+        if dirty is not None and moved and state.gang_queue and key not in state.topology.charges:
             # The pod stopped taking room: gangs waiting for room there may fit now.
             gangs.wake(state, cluster, dirty)
         # Only a pod new to the state, or a change that can finish a pod for its Job's
@@ -86,13 +86,13 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         jobs.job_changed(state, key, old, current)  # type: ignore[arg-type]
     elif cls is Node:
         moved = state.topology.set_node(cluster, key, current)  # type: ignore[arg-type]
-        if dirty is not None and moved and state.gang_waiting and key in state.topology.paths:
+        if dirty is not None and moved and state.gang_queue and key in state.topology.paths:
             gangs.wake(state, cluster, dirty)  # a node joined or changed: maybe room for a gang
         if dirty is not None and (current is None or old is None or old.ready != obj.ready):  # type: ignore[union-attr]
             # Pods on a node that turned NotReady (or back) may now count differently.
             _dirty_owners_on(state, cluster, f"{cluster}//{obj.name}", dirty)
     elif cls is PodGroup:
-        gangs.podgroup_changed(state, cluster, key, current)  # type: ignore[arg-type]
+        gangs.podgroup_changed(state, cluster, key, old, current)  # type: ignore[arg-type]
     if not state.expected and dirty is None:
         return
     ref = f"{cls.__name__}/{key}"

@@ -7,12 +7,13 @@ PodGroup, and which PodGroups wait for room.
   ``cluster/namespace/podgroup`` to the keys of the pods naming it, of any scheduler and in
   any phase, until they are deleted.
 - **Waiting gangs.** A gang that did not fit must be decided again when room appears, but a
-  pod finishing somewhere dirties only its own owner. ``State.gang_waiting`` maps a cluster
-  to the PodGroups whose ``PodGroupScheduled`` condition says ``False``/``Unschedulable``
+  pod finishing somewhere dirties only its own owner. ``State.gang_queue`` holds per cluster,
+  oldest first, the PodGroups whose ``PodGroupScheduled`` condition says ``False``/``Unschedulable``
   (written by the gang reconciler); when a pod stops taking capacity or a node starts giving
-  it, those PodGroups — and the Workloads their templates belong to, which decide for
-  coordinated groups — are made dirty. The reconciler's own back-off requeue is the safety
-  net for changes this does not see (a taint removed, say).
+  it, the cluster's queue key ``GangQueue/<cluster>`` is made dirty, and the gang reconciler
+  releases from it, once per pass, the waiting gangs (and the Workloads that decide for
+  coordinated ones) that the free room could hold, oldest first. The reconciler's own
+  back-off requeue is the safety net for changes this does not see (a taint removed, say).
 
 Cost: `pod_changed` does work only when a pod appears, goes or changes group; `wake` runs
 only when capacity was released on a cluster that has waiting gangs.
@@ -20,6 +21,7 @@ only when capacity was released on a cluster that has waiting gangs.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Final
 
 from events.index import reindex
@@ -27,6 +29,8 @@ from events.objects import Pod, PodGroup
 from events.state import State
 
 SCHEDULED: Final = "PodGroupScheduled"
+# The kind of a cluster's waiting-gangs queue key, ``GangQueue/<cluster>``.
+QUEUE: Final = "GangQueue"
 UNSCHEDULABLE: Final = "Unschedulable"
 
 
@@ -52,17 +56,27 @@ def waiting(group: PodGroup) -> bool:
     return False
 
 
-def podgroup_changed(state: State, cluster: str, key: str, new: PodGroup | None) -> None:
-    """Keep ``gang_waiting`` right for a PodGroup added, changed or deleted."""
-    groups = state.gang_waiting.get(cluster)
+def podgroup_changed(
+    state: State, cluster: str, key: str, old: PodGroup | None, new: PodGroup | None
+) -> None:
+    """Keep ``gang_queue`` right for a PodGroup added, changed or deleted. Kept sorted here,
+    once per change, because the gang reconciler reads it in order at every pass."""
+    queue = state.gang_queue.get(cluster)
     if new is not None and waiting(new):
-        if groups is None:
-            groups = state.gang_waiting[cluster] = set()
-        groups.add(key)
-    elif groups is not None and key in groups:
-        groups.discard(key)
-        if not groups:
-            del state.gang_waiting[cluster]
+        if queue is None:
+            queue = state.gang_queue[cluster] = []
+        entry = (new.created, key)
+        at = bisect.bisect_left(queue, entry)
+        if at == len(queue) or queue[at] != entry:
+            queue.insert(at, entry)
+    elif queue is not None and old is not None:
+        # creationTimestamp never changes, so the old object finds the entry.
+        entry = (old.created, key)
+        at = bisect.bisect_left(queue, entry)
+        if at < len(queue) and queue[at] == entry:
+            del queue[at]
+            if not queue:
+                del state.gang_queue[cluster]
 
 
 def workload_name(group: PodGroup) -> str | None:
@@ -89,6 +103,9 @@ def dirty_group(state: State, group_key: str, dirty: set[str]) -> None:
 
 
 def wake(state: State, cluster: str, dirty: set[str]) -> None:
-    """Capacity was released on `cluster`: every gang waiting there may fit now."""
-    for group_key in state.gang_waiting.get(cluster, ()):
-        dirty_group(state, group_key, dirty)
+    """Capacity was released on `cluster`: gangs waiting there may fit now. Only the
+    cluster's queue key is dirtied; the gang reconciler picks, once per pass, which waiting
+    gangs the room can hold (dirtying all of them made every finishing pod cost a decision
+    per waiting gang)."""
+    if cluster in state.gang_queue:
+        dirty.add(f"{QUEUE}/{cluster}")

@@ -15,7 +15,8 @@ restarted       ``Restart*`` (RestartInPlace, RestartAllContainers, RestartJobSe
 admitted        Admitted, Extended, Scheduled, ``Admit*``
 not-admitted    NotAdmitted, NotEnoughMembers, BindingsInFlight, WaitingForLeader,
                 WaitingForWorkload, InvalidRequest, InvalidSpec, SchedulerNameMismatch,
-                TopologyPlacementFailed, NodeAssignmentFailed, ``*Unschedulable``
+                TopologyPlacementFailed, NodeAssignmentFailed, InsufficientRoom,
+                ``*Unschedulable``
 finished        CompletionsReached, SuccessPolicy, BackoffLimitExceeded, DeadlineExceeded,
                 PodFailurePolicy, MaxFailedIndexesExceeded, FailedIndexes,
                 RequeuingLimitExceeded, FailJobSet, Finished, Complete(d), Failed
@@ -64,6 +65,7 @@ _EXACT: Final = {
     "SchedulerNameMismatch": "not-admitted",
     "TopologyPlacementFailed": "not-admitted",
     "NodeAssignmentFailed": "not-admitted",
+    "InsufficientRoom": "not-admitted",
     "CompletionsReached": "finished",
     "SuccessPolicy": "finished",
     "BackoffLimitExceeded": "finished",

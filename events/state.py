@@ -88,9 +88,12 @@ class State(msgspec.Struct):
     # where the next pod's ordinal (and so its name) starts.
     pod_ordinals: dict[str, int] = {}
     # ``cluster/namespace/podgroup`` -> keys of the pods naming it in spec.schedulingGroup;
-    # cluster -> keys of the PodGroups waiting for room (both kept by `events.gangs`).
+    # cluster -> (creation time, key) of its PodGroups waiting for room, oldest first (both
+    # kept by `events.gangs`). Snapshots from before the queue had a ``gang_waiting`` set
+    # instead; it is ignored, and the groups it held rejoin the queue at their next status
+    # change (their own retries decide them meanwhile).
     group_members: dict[str, set[str]] = {}
-    gang_waiting: dict[str, set[str]] = {}
+    gang_queue: dict[str, list[tuple[int, str]]] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

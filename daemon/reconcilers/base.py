@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -37,6 +37,19 @@ class Reconciler(Protocol):
     def kinds(self) -> frozenset[str]: ...
 
     def decide(self, state: State, key: str, now: int) -> Decision | None: ...
+
+
+@runtime_checkable
+class Queueing(Protocol):
+    """A reconciler some of whose dirty keys are queues rather than objects: the fold marks a
+    queue when something it waits on changed, and the reconciler says which of its keys
+    are worth deciding in this pass. Decided per pass, not per event, so that a burst of
+    changes costs one look at the queue."""
+
+    @property
+    def queues(self) -> frozenset[str]: ...
+
+    def release(self, state: State, queue: str) -> list[str]: ...
 
 
 def split_ref(ref: str) -> tuple[str, str, str, str]:

@@ -56,9 +56,12 @@ from daemon.reconcilers.gangplace import (
     Restrict,
     Slots,
     anchor,
+    demand,
     fit,
     levels_for,
     pod_set,
+    room_for,
+    short_of,
 )
 from daemon.reconcilers.gangspec import (
     DEFAULT_LEADER_TEMPLATE,
@@ -87,9 +90,10 @@ from daemon.reconcilers.gangspec import (
     template_names,
     topology_request,
 )
-from events.gangs import workload_name
+from events.gangs import QUEUE, dirty_group, workload_name
 from events.intents import Bind, Delete, Intent, Patch
 from events.objects import Pod, Workload
+from events.quantity import format_units
 from events.state import State
 
 DEFAULT_SCHEDULER: Final = "kbatchd"
@@ -101,6 +105,14 @@ BACKOFF_MAX_MS: Final = 3_600_000
 RETRY_FIRST_MS: Final = 1_000
 RETRY_MAX_MS: Final = 60_000
 INVALID: Final = "InvalidRequest:"
+NO_ROOM: Final = "InsufficientRoom:"
+# Placement verdicts that say the room is short; while the cluster's free room stays below a
+# waiting group's demand, its condition keeps the last of these instead of a fresh count.
+ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_ROOM)
+# How many waiting groups in a row that the free room cannot hold a queue pass looks past
+# before it stops: a bound on the pass's work, not on who gets room (every waiting group is
+# also retried on its own schedule).
+QUEUE_LOOKAHEAD: Final = 32
 
 
 def backoff_ms(evictions: int, base_ms: int, max_ms: int) -> int:
@@ -123,6 +135,32 @@ def retry_at(since: int, now: int, first_ms: int, max_ms: int) -> int:
     if at <= now:
         at += ((now - at) // max_ms + 1) * max_ms
     return at
+
+
+def short_room(view: ClusterView, pods: Sequence[Pod], level: str | None) -> str | None:
+    """Why `pods` cannot be placed for want of room, before any placement is tried: what they
+    request together exceeds the free room of the whole cluster or, under a required `level`,
+    of every one of its domains. None when the room may suffice (placement decides)."""
+    need = demand(pods)
+    free = view.free()
+    short = short_of(need, free)
+    where = "in the whole cluster"
+    if not short and level is not None:
+        rooms = view.room(level)
+        if room_for(need, rooms):
+            return None
+        free = {
+            name: max((room.get(name, 0) for room in rooms.values()), default=0) for name in need
+        }
+        short = short_of(need, free) or sorted(need)
+        where = f"in any one {level}"
+    if not short:
+        return None
+    amounts = ", ".join(
+        f"{name} {format_units(name, need[name])} ({format_units(name, free.get(name, 0))} free)"
+        for name in short
+    )
+    return f"{NO_ROOM} {len(pods)} pod(s) request {amounts} {where}"
 
 
 def _in_flight_text(view: ClusterView) -> str:
@@ -265,6 +303,54 @@ class GangReconciler:
     def kinds(self) -> frozenset[str]:
         return frozenset({"PodGroup", "Workload"})
 
+    @property
+    def queues(self) -> frozenset[str]:
+        return frozenset({QUEUE})
+
+    def release(self, state: State, queue: str) -> list[str]:
+        """The keys to decide now that room was released on a cluster: its waiting groups,
+        oldest first, as many as the free room holds when each takes what its pending
+        members request — from the whole cluster, and from one domain of the level it
+        requires. Kueue's BestEffortFIFO, bounded by the room instead of trying every
+        waiting workload at every change."""
+        cluster = queue.split("/", 1)[1]
+        waiting = state.gang_queue.get(cluster)
+        if not waiting:
+            return []
+        view = self.passes.get(state, queue).cluster(cluster)
+        budgets: dict[str | None, dict[tuple[str, ...], dict[str, int]]] = {}
+
+        def budget(level: str | None) -> dict[tuple[str, ...], dict[str, int]]:
+            found = budgets.get(level)
+            if found is None:
+                found = budgets[level] = {d: dict(a) for d, a in view.room(level).items()}
+            return found
+
+        keys: set[str] = set()
+        passed = 0
+        for _, group_key in waiting:
+            group = self._read(state, cluster, group_key)
+            if group is None or not group.members.pending:
+                continue  # waiting for members, not room: their arrival wakes it
+            need = demand(group.members.pending)
+            takes = [budget(None).get((), {})]
+            level = self._required(group)
+            if level is not None:
+                rooms = budget(level)
+                domain = next((d for d, a in rooms.items() if not short_of(need, a)), None)
+                takes.append(rooms[domain] if domain is not None else {})
+            if any(short_of(need, room) for room in takes):
+                passed += 1
+                if passed > QUEUE_LOOKAHEAD:
+                    break
+                continue
+            passed = 0
+            for room in takes:
+                for name, amount in need.items():
+                    room[name] = room.get(name, 0) - amount
+            dirty_group(state, group_key, keys)
+        return sorted(keys)
+
     def decide(self, state: State, key: str, now: int) -> Decision | None:
         kind, cluster, namespace, name = split_ref(key)
         run = self.passes.get(state, key)
@@ -395,6 +481,8 @@ class GangReconciler:
         if isinstance(slots, str):
             if slots.startswith(INVALID):
                 self._invalid(step, spec, slots[len(INVALID) :].strip())
+            elif slots.startswith(NO_ROOM):
+                self._no_room(step, spec, slots)
             else:
                 self._unschedulable(step, spec, slots, step.now)
             return False
@@ -424,6 +512,9 @@ class GangReconciler:
             if not restrict and leader is not None and leader[0] == level:
                 restrict = anchor(view, levels, level, leader[1])
         pods = found.pending
+        short = short_room(view, pods, None if restrict else level)
+        if short is not None:
+            return short
         wanted = pod_set(spec.name, len(pods), max_requests(pods), request)
         slots = fit(view, levels, wanted, pods, restrict)
         if isinstance(slots, str) and restrict:
@@ -541,6 +632,19 @@ class GangReconciler:
                 since = scheduled.since
             step.wake(retry_at(since, step.now, self.retry_first_ms, self.retry_max_ms))
 
+    def _no_room(self, step: _Step, spec: GroupSpec, message: str) -> None:
+        """Not admitted for want of room (`short_room`). A group already waiting for room
+        keeps its message: a fresh count would rewrite its status at every retry."""
+        scheduled = spec.scheduled
+        if (
+            scheduled is not None
+            and scheduled.status == "False"
+            and scheduled.reason == UNSCHEDULABLE
+            and scheduled.message.startswith(ROOM_REASONS)
+        ):
+            message = scheduled.message
+        self._unschedulable(step, spec, message, step.now)
+
     def _invalid(self, step: _Step, spec: GroupSpec, message: str) -> None:
         step.condition(spec, SCHEDULED, "False", SCHEDULER_ERROR, f"InvalidSpec: {message}")
         step.reason(f"InvalidSpec: {message}")
@@ -639,8 +743,12 @@ class GangReconciler:
             step.reason(f"WaitingForLeader: no {template} group of Workload {workload.name} yet")
 
     def _required(self, group: _Group) -> str | None:
+        """The level a group requires all its members in, None when none (or unreadable)."""
+        if group.error is not None:
+            return None
+        found = group.members
         try:
-            return topology_request(group.spec, group.members.bound).required
+            return topology_request(group.spec, (*found.bound, *found.pending)).required
         except GangSpecError:
             return None
 

@@ -43,6 +43,24 @@ Restrict = tuple[tuple[str, str], ...]
 Slots = list[tuple[Pod, str]]
 
 
+def demand(pods: Sequence[Pod]) -> Amounts:
+    """What `pods` request together, ``pods`` included."""
+    total: Amounts = {}
+    for pod in pods:
+        _add(total, pod.requests)
+    return total
+
+
+def short_of(need: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
+    """The resources `free` has less of than `need` (sorted). A node list without a ``pods``
+    allocatable sets no pod limit, so ``pods`` counts only when some node states it."""
+    return sorted(
+        name
+        for name, amount in need.items()
+        if amount > 0 and free.get(name, 0) < amount and (name != "pods" or name in free)
+    )
+
+
 def _add(into: Amounts, requests: Mapping[str, int], pods: int = 1) -> None:
     for name, amount in requests.items():
         into[name] = into.get(name, 0) + amount * pods
@@ -145,6 +163,8 @@ class ClusterView:
             elif not expectation.node:
                 self.unknown += 1
         self._infos: list[NodeInfo] | None = None
+        self._rooms: dict[str | None, dict[tuple[str, ...], Amounts]] = {}
+        self._levels = state.topology.levels
         self._trees: dict[tuple[tuple[str, ...], Restrict], PlacedTree] = {}
 
     def infos(self) -> list[NodeInfo]:
@@ -185,6 +205,62 @@ class ClusterView:
             _add(self.used.setdefault(node, {}), pod.requests)
             for placed in self._trees.values():
                 placed.take(node, pod.requests)
+            labels = self.labels_of(node)
+            if labels is None:
+                continue
+            for level, rooms in self._rooms.items():
+                domain = domain_of(labels, self._levels, level)
+                if domain is not None and domain in rooms:
+                    _add(rooms[domain], pod.requests, -1)
+
+    def room(self, level: str | None) -> dict[tuple[str, ...], Amounts]:
+        """Free room per domain of `level` (None: the whole cluster, one domain ``()``),
+        summed over the nodes a member may be bound to, each node counted down to zero and
+        never below: an upper bound on what a gang confined to one domain can get, cheap to
+        test a demand against before placing it. A domain is named by its values from the
+        widest configured level down (`domain_of`)."""
+        levels = self._levels
+        rooms = self._rooms.get(level)
+        if rooms is None:
+            rooms = {}
+            for info in self.infos():
+                if not eligible(info, ()):
+                    continue
+                domain = domain_of(info.labels, levels, level)
+                if domain is None:
+                    continue
+                into = rooms.setdefault(domain, {})
+                used = info.used
+                for name, amount in info.allocatable.items():
+                    into[name] = into.get(name, 0) + max(0, amount - used.get(name, 0))
+            self._rooms[level] = rooms
+        return rooms
+
+    def free(self) -> Amounts:
+        """The whole cluster's free room (see `room`)."""
+        return self.room(None).get((), {})
+
+
+def domain_of(
+    labels: Mapping[str, str], levels: tuple[str, ...], level: str | None
+) -> tuple[str, ...] | None:
+    """The domain of `level` a node with `labels` is in: its values from the widest configured
+    level down to `level` (just its own value for a label that is not a level); None when it
+    lacks one of them."""
+    if level is None:
+        return ()
+    keys = levels[: levels.index(level) + 1] if level in levels else (level,)
+    values = []
+    for key in keys:
+        value = labels.get(key)
+        if value is None:
+            return None
+        values.append(value)
+    return tuple(values)
+
+
+def room_for(need: Mapping[str, int], rooms: Mapping[tuple[str, ...], Amounts]) -> bool:
+    return any(not short_of(need, free) for free in rooms.values())
 
 
 class Pass:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from daemon.reconcilers.base import Decision, Reconciler
+from daemon.reconcilers.base import Decision, Queueing, Reconciler
 from events.schema import Decided
 from events.state import State
 
@@ -45,13 +45,26 @@ class Verdict(msgspec.Struct, frozen=True):
     event: Decided | None
 
 
+def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> set[str]:
+    """`keys` with every queue key replaced by the keys its reconciler releases from it."""
+    found = set(keys)
+    for reconciler in reconcilers:
+        if not isinstance(reconciler, Queueing):
+            continue
+        queues = reconciler.queues
+        for queue in [k for k in found if k.split("/", 1)[0] in queues]:
+            found.discard(queue)
+            found.update(reconciler.release(state, queue))
+    return found
+
+
 def decide_all(
     state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]
 ) -> list[Verdict]:
     """Every reconciler that handles a key's kind, over every key that may be decided, in a
     stable order (sorted keys, reconcilers in the order given)."""
     results: list[Verdict] = []
-    for key in sorted(keys):
+    for key in sorted(released(state, reconcilers, keys)):
         if not may_decide(state, key):
             continue
         kind = key.split("/", 1)[0]

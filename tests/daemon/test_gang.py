@@ -127,11 +127,13 @@ async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_
         async def unschedulable() -> dict[str, Any] | None:
             condition = await group_condition()
             message = condition.get("message", "")
-            return condition if message.startswith("TopologyPlacementFailed") else None
+            return condition if message.startswith("InsufficientRoom") else None
 
         condition = await eventually(unschedulable, within=10, what="PodGroupScheduled=False")
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
-        assert "allows to fit only 12 out of 16 pod(s)" in condition["message"]
+        assert condition["message"] == (
+            f"InsufficientRoom: 16 pod(s) request nvidia.com/gpu 16 (12 free) in any one {RACK}"
+        )
         members = (
             await core.list_namespaced_pod(NS, field_selector="spec.schedulerName=kbatchd")
         ).items

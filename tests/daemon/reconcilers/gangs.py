@@ -12,6 +12,7 @@ import msgspec
 
 from daemon.reconcilers.base import Decision
 from daemon.reconcilers.gang import GangReconciler
+from daemon.reconcilers.runner import released
 from daemon.sim import topology as sim_topology
 from daemon.sim.patch import merge_patch, strategic_merge_patch
 from events.fold import fold
@@ -177,7 +178,9 @@ class World:
         event = Observed(at=self.now, cluster=CLUSTER, change=change, obj=obj)
         fold(self.state, self.state.seq + 1, event, dirty)
         self.dirty |= dirty
-        return dirty
+        # What the runner would decide: a cluster's gang queue stands for the waiting groups
+        # it releases.
+        return released(self.state, [self.rec], dirty)
 
     def add(self, *objects: SlimObject) -> None:
         for obj in objects:

@@ -97,15 +97,45 @@ def test_a_group_that_fits_is_bound_whole_with_a_scheduled_condition() -> None:
 
 
 def test_not_enough_room_binds_nothing_and_says_why() -> None:
+    world = World(nodes())  # 32 GPUs on 4 hosts
+    world.add(podgroup("big", 10), *members("big", 10, gpus=3))  # 30 GPUs, 2 pods a host
+    decision = world.run(key("big"))
+    assert decision is not None
+    assert binds(decision) == {}
+    message = world.condition("big")["message"]
+    assert message.startswith("TopologyPlacementFailed: unconstrained: ")
+    assert "8 out of 10" in message
+    assert decision.reason == f"Unschedulable: {message}"
+
+
+def test_a_demand_above_the_whole_clusters_free_room_is_not_placed() -> None:
     world = World(nodes())  # 32 GPUs
     world.add(podgroup("big", 40), *members("big", 40))
     decision = world.run(key("big"))
     assert decision is not None
     assert binds(decision) == {}
     message = world.condition("big")["message"]
-    assert message.startswith("TopologyPlacementFailed: unconstrained: ")
-    assert "32 out of 40" in message or "any of 40" in message
+    assert (
+        message
+        == "InsufficientRoom: 40 pod(s) request nvidia.com/gpu 40 (32 free) in the whole cluster"
+    )
     assert decision.reason == f"Unschedulable: {message}"
+
+
+def test_a_group_waiting_for_room_keeps_its_message_while_the_cluster_stays_short() -> None:
+    world = blocked_world()
+    world.add(podgroup("g", 16, topology_key=RACK), *members("g", 16))
+    world.run(key("g"))
+    first = world.condition("g")["message"]
+    assert first.startswith("InsufficientRoom: 16 pod(s)")
+    # More of the cluster taken: too little left anywhere, but the status is not rewritten.
+    for host in ("b0-r0-h1", "b0-r1-h1"):
+        world.add(blocker(f"more-{host}", host, 5))  # 14 GPUs left of the 16 it needs
+    world.tick(SECOND)
+    decision = world.run(key("g"))
+    assert decision is not None
+    assert decision.intents == ()
+    assert decision.reason == f"Unschedulable: {first}"
 
 
 def test_room_in_no_single_rack_under_a_required_rack_level() -> None:
@@ -115,16 +145,27 @@ def test_room_in_no_single_rack_under_a_required_rack_level() -> None:
     assert decision is not None
     assert binds(decision) == {}
     assert world.condition("g")["message"] == (
-        f"TopologyPlacementFailed: required {RACK}: allows to fit only 12 out of 16 pod(s)"
+        f"InsufficientRoom: 16 pod(s) request nvidia.com/gpu 16 (12 free) in any one {RACK}"
     )
     assert world.placed("g") == {}
+
+
+def test_room_in_a_rack_in_sum_but_not_node_by_node() -> None:
+    world = blocked_world()  # 12 GPUs free in each rack: 4 on one host, 8 on the other
+    world.add(podgroup("g", 4, topology_key=RACK), *members("g", 4, gpus=3))
+    decision = world.run(key("g"))
+    assert decision is not None
+    assert binds(decision) == {}
+    assert world.condition("g")["message"] == (
+        f"TopologyPlacementFailed: required {RACK}: allows to fit only 3 out of 4 pod(s)"
+    )
 
 
 def test_capacity_freed_wakes_the_waiting_group_and_it_lands_in_one_rack() -> None:
     world = blocked_world()
     world.add(podgroup("g", 16, topology_key=RACK), *members("g", 16))
     world.run(key("g"))
-    assert world.state.gang_waiting == {CLUSTER: {f"{CLUSTER}/ns/g"}}
+    assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/ns/g")]}
     dirty = world.remove(world.pod("block-r1"))
     assert key("g") in dirty, "a pod releasing room dirties the waiting gang"
     decision = world.run(key("g"))
@@ -132,7 +173,7 @@ def test_capacity_freed_wakes_the_waiting_group_and_it_lands_in_one_rack() -> No
     assert len(binds(decision)) == 16
     assert {world.rack_of(node) for node in world.placed("g").values()} == {"b0-r1"}
     assert world.condition("g")["status"] == "True"
-    assert CLUSTER not in world.state.gang_waiting, "an admitted group no longer waits"
+    assert CLUSTER not in world.state.gang_queue, "an admitted group no longer waits"
 
 
 def test_a_pod_binding_elsewhere_does_not_wake_waiting_gangs() -> None:
@@ -263,7 +304,7 @@ def test_two_groups_decided_from_one_state_never_share_the_same_room() -> None:
     assert len(binds(first)) == 10
     assert second is not None
     assert binds(second) == {}
-    assert second.reason.startswith("Unschedulable: TopologyPlacementFailed")
+    assert second.reason.startswith("Unschedulable: InsufficientRoom: 10 pod(s)")
 
 
 def test_bindings_in_flight_count_as_taken() -> None:
@@ -298,7 +339,7 @@ def test_a_bind_carried_out_but_not_yet_watched_still_takes_its_room() -> None:
     other = GangReconciler(ready_timeout_ms=None).decide(world.state, key("b"), world.now)
     assert other is not None
     assert binds(other) == {}
-    assert other.reason.startswith("Unschedulable: TopologyPlacementFailed")
+    assert other.reason.startswith("Unschedulable: InsufficientRoom: 10 pod(s)")
 
 
 def test_a_bind_without_a_known_node_holds_admissions_back() -> None:
@@ -385,10 +426,10 @@ def test_room_taken_earlier_in_the_pass_shows_in_every_tree_of_the_pass() -> Non
     ]
     world = World(zoned)
     world.add(podgroup("a", 10), *members("a", 10))
-    world.add(podgroup("b", 8, topology_key="zone"), *members("b", 8))
+    world.add(podgroup("b", 6, topology_key="zone"), *members("b", 6, gpus=2))
     first = world.decide(key("a"))
-    second = world.decide(key("b"))
+    second = world.decide(key("b"))  # 12 of the 6 free GPUs: too much in sum
     assert first is not None
     assert len(binds(first)) == 10
     assert binds(second) == {}
-    assert "allows to fit only 6 out of 8" in second.reason
+    assert "nvidia.com/gpu 12 (6 free)" in second.reason

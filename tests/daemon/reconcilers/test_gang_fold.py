@@ -9,6 +9,7 @@ from events.state import decode_state, encode_state
 from tests.daemon.reconcilers.gangs import (
     CLUSTER,
     NS,
+    T0,
     World,
     blocker,
     key,
@@ -56,9 +57,9 @@ def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
 def test_only_groups_marked_unschedulable_wait() -> None:
     world = World(nodes())
     world.add(podgroup("waiting", 4, conditions=UNSCHEDULABLE), podgroup("fine", 4))
-    assert world.state.gang_waiting == {CLUSTER: {f"{CLUSTER}/{NS}/waiting"}}
+    assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/{NS}/waiting")]}
     world.observe(podgroup("waiting", 4))  # condition gone
-    assert world.state.gang_waiting == {}
+    assert world.state.gang_queue == {}
 
 
 def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does() -> None:
@@ -66,6 +67,7 @@ def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does()
     world.add(
         workload("w", ["main"]),
         podgroup("w-main", 4, workload="w", template="main", conditions=UNSCHEDULABLE),
+        *members("w-main", 4),
         blocker("b", "b0-r0-h0", 4),
     )
     woken = {key("w-main"), key("w", "Workload")}
@@ -82,4 +84,29 @@ def test_the_indexes_survive_a_snapshot() -> None:
     world.add(podgroup("g", 4, conditions=UNSCHEDULABLE), *members("g", 3))
     restored = decode_state(encode_state(world.state))
     assert restored.group_members == world.state.group_members
-    assert restored.gang_waiting == world.state.gang_waiting
+    assert restored.gang_queue == world.state.gang_queue
+
+
+def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
+    world = World(nodes())
+    young = msgspec.structs.replace(podgroup("a", 2, conditions=UNSCHEDULABLE), created=T0 + 5)
+    old = msgspec.structs.replace(podgroup("b", 2, conditions=UNSCHEDULABLE), created=T0 + 1)
+    world.add(young, old)
+    world.observe(msgspec.structs.replace(old, rv="2"))  # still waiting: listed once
+    assert world.state.gang_queue == {
+        CLUSTER: [(T0 + 1, f"{CLUSTER}/{NS}/b"), (T0 + 5, f"{CLUSTER}/{NS}/a")]
+    }
+    world.remove(old)
+    assert world.state.gang_queue == {CLUSTER: [(T0 + 5, f"{CLUSTER}/{NS}/a")]}
+
+
+def test_a_snapshot_from_before_the_queue_still_loads() -> None:
+    """Older snapshots kept a ``gang_waiting`` set; the field is ignored, not an error."""
+    world = World(nodes())
+    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE))
+    raw = msgspec.msgpack.decode(encode_state(world.state))
+    del raw["gang_queue"]
+    raw["gang_waiting"] = {CLUSTER: [f"{CLUSTER}/{NS}/g"]}
+    restored = decode_state(msgspec.msgpack.encode(raw))
+    assert restored.gang_queue == {}
+    assert restored.podgroups == world.state.podgroups

@@ -1,0 +1,100 @@
+"""Which waiting gangs a released room wakes: the cluster's queue key, expanded once per pass
+into its waiting groups, oldest first, as many as the free room can hold."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from daemon.reconcilers.gang import QUEUE_LOOKAHEAD
+from daemon.reconcilers.runner import released
+from events.gangs import QUEUE
+from tests.daemon.reconcilers.gangs import (
+    CLUSTER,
+    REC,
+    SECOND,
+    T0,
+    World,
+    blocker,
+    key,
+    members,
+    nodes,
+    podgroup,
+)
+
+WAITING = [
+    {
+        "type": "PodGroupScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "TopologyPlacementFailed: ...",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+]
+QUEUE_KEY = f"{QUEUE}/{CLUSTER}"
+
+
+def waiting_world(free: int, groups: list[tuple[str, int, int]]) -> World:
+    """One host of 8 GPUs with `free` of them free; `groups` are (name, pods of one GPU, age
+    order) waiting for room."""
+    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    if free < 8:
+        world.add(blocker("taken", "b0-r0-h0", 8 - free))
+    for name, pods, order in groups:
+        group = podgroup(name, pods, conditions=WAITING)
+        world.add(msgspec.structs.replace(group, created=T0 + order * SECOND), *members(name, pods))
+    return world
+
+
+@pytest.mark.parametrize(
+    ("free", "groups", "expected"),
+    [
+        # Oldest first, as many as the room holds.
+        (4, [("a", 2, 0), ("b", 2, 1), ("c", 2, 2)], ["a", "b"]),
+        # Age, not name, orders the queue.
+        (4, [("a", 2, 2), ("b", 2, 1), ("c", 2, 0)], ["b", "c"]),
+        # A group the room cannot hold is passed over; a later smaller one still gets it.
+        (3, [("big", 4, 0), ("small", 2, 1), ("next", 2, 2)], ["small"]),
+        # No room at all: nothing is woken.
+        (0, [("a", 1, 0)], []),
+        # Everything fits.
+        (8, [("a", 4, 0), ("b", 4, 1)], ["a", "b"]),
+    ],
+)
+def test_the_queue_releases_the_oldest_groups_the_room_can_hold(
+    free: int, groups: list[tuple[str, int, int]], expected: list[str]
+) -> None:
+    world = waiting_world(free, groups)
+    assert REC.release(world.state, QUEUE_KEY) == sorted(key(name) for name in expected)
+
+
+def test_a_group_waiting_for_members_is_not_released_for_room() -> None:
+    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    world.add(podgroup("g", 4, conditions=WAITING))  # no member yet
+    assert REC.release(world.state, QUEUE_KEY) == []
+
+
+def test_the_queue_stops_looking_after_a_run_of_groups_the_room_cannot_hold() -> None:
+    too_big = [(f"big{i:03d}", 4, i) for i in range(QUEUE_LOOKAHEAD + 1)]
+    world = waiting_world(2, [*too_big, ("small", 1, len(too_big))])
+    assert REC.release(world.state, QUEUE_KEY) == []
+    shorter = waiting_world(2, [*too_big[:-1], ("small", 1, len(too_big))])
+    assert REC.release(shorter.state, QUEUE_KEY) == [key("small")]
+
+
+def test_a_pod_finishing_marks_the_queue_and_the_runner_releases_from_it() -> None:
+    world = waiting_world(0, [("a", 2, 0)])
+    world.dirty.clear()
+    world.observe(msgspec.structs.replace(world.pod("taken"), phase="Succeeded", rv="2"))
+    dirty = world.dirty
+    assert QUEUE_KEY in dirty
+    assert key("a") in released(world.state, [REC], dirty)
+    assert QUEUE_KEY not in released(world.state, [REC], dirty)
+
+
+def test_a_cluster_without_waiting_groups_marks_no_queue() -> None:
+    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    world.add(blocker("taken", "b0-r0-h0", 4))
+    world.dirty.clear()
+    world.remove(world.pod("taken"))
+    assert QUEUE_KEY not in world.dirty
