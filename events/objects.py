@@ -76,6 +76,9 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # The highest restartCount of any one container (restart_count is their sum): what
     # JobSet's in-place restart limit compares with maxRestarts (spec B5.2).
     max_container_restarts: int = 0
+    # When the Ready condition last changed (ms, its lastTransitionTime); None without one.
+    # The Job reconciler holds back a drop of `status.ready` for a grace window from it.
+    ready_changed: int | None = None
 
     @property
     def ready(self) -> bool:
@@ -379,6 +382,14 @@ def pod_from_wire(wire: _WirePod) -> Pod:
                 ),
                 None,
             )
+    ready_changed = next(
+        (
+            timestamp_ms(c.last_transition_time, "status.conditions.lastTransitionTime")
+            for c in conditions
+            if c.type == "Ready" and c.last_transition_time
+        ),
+        None,
+    )
     meta = wire.metadata
     grace = spec.termination_grace_period_seconds
     if meta.deletion_grace_period_seconds is not None:
@@ -398,6 +409,7 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         exit_codes=exit_codes,
         grace_seconds=30 if grace is None else grace,
         finished=finished,
+        ready_changed=ready_changed,
     )
 
 

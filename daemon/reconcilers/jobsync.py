@@ -25,6 +25,7 @@ from daemon.reconcilers.jobpods import (
     pod_name,
     pods_for_removal,
 )
+from daemon.reconcilers.jobready import hold_ready_drop
 from daemon.reconcilers.jobspec import (
     COMPLETE,
     FAILED,
@@ -657,7 +658,7 @@ class Sync:
             failed_indexes=str(self.failed_indexes) if view.per_index else None,
             completion_time=completion_time,
         )
-        intents = self._intents(status_patch(view, want))
+        intents = self._intents(self._hold_ready_drop(status_patch(view, want), ready))
         requeue = min((t for t in self.plan.requeue if t > self.now), default=None)
         if not intents:
             if requeue is None:
@@ -666,6 +667,28 @@ class Sync:
             return Decision(waiting, (), requeue)
         reason = self._reason(target, finished, books, active, terminating)
         return Decision(reason, intents, requeue)
+
+    def _hold_ready_drop(self, patch: dict[str, Any], ready: int) -> dict[str, Any]:
+        """Leave out a patch that would only lower `ready` while the drop is in its grace
+        window (`jobready`); any other change is written at once with the true count."""
+        if set(patch) != {"ready"}:
+            return patch
+        written = self.view.status.ready
+        until = hold_ready_drop(
+            written,
+            ready,
+            (p.ready_changed for p in self.active_pods if not p.ready),
+            self.now,
+            self.rec.ready_decrease_grace_ms,
+        )
+        if until is None:
+            return patch
+        self.plan.requeue.append(until)
+        self.plan.head = self.plan.head or (
+            f"ReadyDropHeld: status.ready stays {written} while {ready} pod(s) are ready; "
+            f"the drop is written at {rfc3339(until)} unless the pods are ready again"
+        )
+        return {}
 
     def _account(self, target: _Target | None, books: _Books) -> None:
         """upstream `trackJobStatusAndRemoveFinalizers`: record newly finished pods in the

@@ -93,6 +93,7 @@ def test_realistic_pod_decodes_every_field() -> None:
         restart_count=0,
         exit_codes={},
         grace_seconds=30,
+        ready_changed=CREATED_MS + 15_000,
     )
 
 

@@ -378,6 +378,10 @@ class World:
     # -- the kubelet --------------------------------------------------------------------------
 
     def _store_pod(self, pod: Pod) -> None:
+        before = self.state.pods.get(f"{CLUSTER}/{pod.namespace}/{pod.name}")
+        was = before.conditions.get("Ready") if before is not None else None
+        if "Ready" in pod.conditions and pod.conditions["Ready"] != was:
+            pod = msgspec.structs.replace(pod, ready_changed=self.now)  # lastTransitionTime
         if pod.deletion_ts is not None and not pod.finalizers and pod.terminal:
             self.observe(pod, "DELETED")
             self.agent_attempts.pop(pod.uid, None)
