@@ -79,6 +79,8 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # When the Ready condition last changed (ms, its lastTransitionTime); None without one.
     # The Job reconciler holds back a drop of `status.ready` for a grace window from it.
     ready_changed: int | None = None
+    # spec.nodeSelector: where JobSet exclusive placement sent a follower pod (spec B6).
+    node_selector: dict[str, str] = {}
 
     @property
     def ready(self) -> bool:
@@ -200,6 +202,7 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     scheduling_gates: list[_Named] | None = None
     scheduling_group: _SchedulingGroup | None = None
     termination_grace_period_seconds: int | None = None
+    node_selector: dict[str, str] | None = None
 
 
 class _Condition(msgspec.Struct, rename="camel"):
@@ -410,6 +413,7 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         grace_seconds=30 if grace is None else grace,
         finished=finished,
         ready_changed=ready_changed,
+        node_selector=spec.node_selector or {},
     )
 
 
