@@ -123,7 +123,12 @@ class PersistentVolumeClaim(KObject, frozen=True, tag="PersistentVolumeClaim"):
     status: dict[str, Any] = {}
 
 
-SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim
+class Service(KObject, frozen=True, tag="Service"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim | Service
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
@@ -137,7 +142,8 @@ JOB_TRACKING_FINALIZER: Final = "kbatchd.dev/job-tracking"
 POD_ORDINAL_ANNOTATION: Final = "kbatchd.dev/pod-ordinal"
 
 KINDS: Final[dict[str, type[KObject]]] = {
-    cls.__name__: cls for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim)
+    cls.__name__: cls
+    for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim, Service)
 }
 
 

@@ -363,4 +363,11 @@ async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path) -> None
             final.setdefault(job_of(pod), set()).add(racks[pod.spec.node_name])
         assert sorted(final) == ["excl-w-0", "excl-w-1", "excl-w-2"]
         assert all(len(r) == 1 for r in final.values()), final
+        # The headless Service the pods' subdomain resolves through (spec B0).
+        service = await core.read_namespaced_service("excl", "default")
+        assert service.spec.cluster_ip == "None"
+        assert service.spec.selector == {NAME_LABEL: "excl"}
+        assert service.spec.publish_not_ready_addresses is True
+        (owner,) = service.metadata.owner_references
+        assert (owner.kind, owner.name, owner.controller) == ("JobSet", "excl", True)
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
