@@ -44,6 +44,9 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # upstream controller's 10 s and 10 min).
     backoff_base_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
+    # upstream); rises and every other status change are written at once.
+    ready_decrease_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
 
 
 class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

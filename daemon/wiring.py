@@ -19,6 +19,7 @@ def reconcilers(settings: Settings) -> list[Reconciler]:
             stuck_terminating_after_ms=int(stuck * 1000) if stuck else None,
             backoff_base_ms=int(job.backoff_base_seconds * 1000),
             backoff_max_ms=int(job.backoff_max_seconds * 1000),
+            ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
         ),
         JobSetReconciler(
             managed_by=settings.reconcilers.jobset.managed_by,

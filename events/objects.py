@@ -76,6 +76,11 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # The highest restartCount of any one container (restart_count is their sum): what
     # JobSet's in-place restart limit compares with maxRestarts (spec B5.2).
     max_container_restarts: int = 0
+    # When the Ready condition last changed (ms, its lastTransitionTime); None without one.
+    # The Job reconciler holds back a drop of `status.ready` for a grace window from it.
+    ready_changed: int | None = None
+    # spec.nodeSelector: where JobSet exclusive placement sent a follower pod (spec B6).
+    node_selector: dict[str, str] = {}
 
     @property
     def ready(self) -> bool:
@@ -118,7 +123,12 @@ class PersistentVolumeClaim(KObject, frozen=True, tag="PersistentVolumeClaim"):
     status: dict[str, Any] = {}
 
 
-SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim
+class Service(KObject, frozen=True, tag="Service"):
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim | Service
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
@@ -132,7 +142,8 @@ JOB_TRACKING_FINALIZER: Final = "kbatchd.dev/job-tracking"
 POD_ORDINAL_ANNOTATION: Final = "kbatchd.dev/pod-ordinal"
 
 KINDS: Final[dict[str, type[KObject]]] = {
-    cls.__name__: cls for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim)
+    cls.__name__: cls
+    for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim, Service)
 }
 
 
@@ -197,6 +208,7 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     scheduling_gates: list[_Named] | None = None
     scheduling_group: _SchedulingGroup | None = None
     termination_grace_period_seconds: int | None = None
+    node_selector: dict[str, str] | None = None
 
 
 class _Condition(msgspec.Struct, rename="camel"):
@@ -379,6 +391,14 @@ def pod_from_wire(wire: _WirePod) -> Pod:
                 ),
                 None,
             )
+    ready_changed = next(
+        (
+            timestamp_ms(c.last_transition_time, "status.conditions.lastTransitionTime")
+            for c in conditions
+            if c.type == "Ready" and c.last_transition_time
+        ),
+        None,
+    )
     meta = wire.metadata
     grace = spec.termination_grace_period_seconds
     if meta.deletion_grace_period_seconds is not None:
@@ -398,6 +418,8 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         exit_codes=exit_codes,
         grace_seconds=30 if grace is None else grace,
         finished=finished,
+        ready_changed=ready_changed,
+        node_selector=spec.node_selector or {},
     )
 
 

@@ -18,6 +18,7 @@ from events.objects import (
     PersistentVolumeClaim,
     Pod,
     PodGroup,
+    Service,
     Workload,
 )
 from events.schema import Decided
@@ -67,6 +68,7 @@ class State(msgspec.Struct):
     workloads: dict[str, Workload] = {}
     podgroups: dict[str, PodGroup] = {}
     pvcs: dict[str, PersistentVolumeClaim] = {}
+    services: dict[str, Service] = {}
     topology: Topology = msgspec.field(default_factory=Topology)
     # ``Kind/cluster/namespace/name`` of a controller -> keys of the pods it controls.
     children: dict[str, set[str]] = {}
@@ -126,6 +128,7 @@ TABLES: Final = {
     "Workload": "workloads",
     "PodGroup": "podgroups",
     "PersistentVolumeClaim": "pvcs",
+    "Service": "services",
 }
 
 

@@ -36,6 +36,7 @@ RESOURCES: Final = {
         Resource("Node", "", "v1", "nodes", namespaced=False),
         Resource("Pod", "", "v1", "pods", namespaced=True),
         Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True),
+        Resource("Service", "", "v1", "services", namespaced=True),
         Resource("Job", "batch", "v1", "jobs", namespaced=True),
         Resource("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True),
         Resource("Workload", "scheduling.k8s.io", "v1alpha2", "workloads", namespaced=True),

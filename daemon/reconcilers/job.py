@@ -46,6 +46,7 @@ from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
 DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
+DEFAULT_READY_DECREASE_GRACE_MS: Final = 10_000
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class JobReconciler:
     # Pod re-creation back-off after failures: base doubling per failure, capped (A5.4).
     backoff_base_ms: int = backoff.BASE_MS
     backoff_max_ms: int = backoff.MAX_MS
+    # A drop of status.ready is written only once it outlasts this (0: at once, as upstream);
+    # see `jobready` for why.
+    ready_decrease_grace_ms: int = DEFAULT_READY_DECREASE_GRACE_MS
 
     @property
     def name(self) -> str:

@@ -3,7 +3,7 @@
 `JobSetReconciler.decide` is one upstream JobSet `reconcile`, in upstream's order (spec B0):
 classify the child Jobs → per-replicatedJob counters → a finished JobSet only cleans up →
 delete the previous attempt's Jobs → failure policy (and stop) → success policy (and stop if
-complete) → volume claims → create the Jobs that may start (dependsOn, InOrder,
+complete) → headless Service → volume claims → create the Jobs that may start (dependsOn, InOrder,
 BlockingRecreate) → suspend or resume → in-place restart bookkeeping → one status write. All
 its writes go out as the intents of one decision, as upstream makes them in one reconcile; a
 write that must be seen before the next one (clearing a suspended Job's `startTime` before
@@ -29,6 +29,7 @@ from daemon.reconcilers import inplace, jobsetfailure, jobsetorder
 from daemon.reconcilers.base import Decision, split_ref
 from daemon.reconcilers.job import DEFAULT_MANAGER as JOB_MANAGER
 from daemon.reconcilers.jobsetjobs import Child, Children, classify, count, job_body
+from daemon.reconcilers.jobsetservice import missing_service
 from daemon.reconcilers.jobsetspec import (
     FAILED,
     IN_PLACE_RESTART,
@@ -162,6 +163,10 @@ class _Sync:
                 f"({len(children.succeeded)} Job(s) succeeded)"
             )
             return self._conclude()
+        service = missing_service(self.state, self.cluster, view)
+        if service is not None:
+            self.intents.append(service)
+            self.notes.append(f"creating headless Service {view.subdomain}")
         claims = missing_claims(self.state, self.cluster, view)
         if claims:
             self.intents += claims

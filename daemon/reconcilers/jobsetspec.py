@@ -245,8 +245,15 @@ class JobSetView:
 
     @property
     def dns_hostnames(self) -> bool:
+        """`network.enableDNSHostnames`, which the webhook defaults to true."""
         network = self.spec.network
-        return network is not None and network.enable_dns_hostnames is True
+        return network is None or network.enable_dns_hostnames is not False
+
+    @property
+    def publish_not_ready_addresses(self) -> bool:
+        """`network.publishNotReadyAddresses`, which the webhook defaults to true."""
+        network = self.spec.network
+        return network is None or network.publish_not_ready_addresses is not False
 
     @property
     def subdomain(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from daemon.reconcilers import backoff, podfailure
+from daemon.reconcilers import backoff, exclusive, podfailure
 from daemon.reconcilers.base import Decision
 from daemon.reconcilers.indexes import Indexes
 from daemon.reconcilers.jobpods import (
@@ -25,6 +25,7 @@ from daemon.reconcilers.jobpods import (
     pod_name,
     pods_for_removal,
 )
+from daemon.reconcilers.jobready import hold_ready_drop
 from daemon.reconcilers.jobspec import (
     COMPLETE,
     FAILED,
@@ -109,10 +110,14 @@ class _Plan:
 
     releases: list[Pod] = field(default_factory=list)
     deletes: list[Pod] = field(default_factory=list)
+    # Pods marked DisruptionTarget before an exclusive-placement deletion (`exclusive`).
+    disruptions: list[Pod] = field(default_factory=list)
     creates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     requeue: list[int] = field(default_factory=list)
     head: str | None = None
     notes: list[str] = field(default_factory=list)
+    # Pods held back for their exclusive-placement leader: worth a decision of its own.
+    holding: str | None = None
 
     @property
     def releasing(self) -> set[str]:
@@ -147,6 +152,8 @@ class Sync:
         self.uncounted_succeeded = set(view.uncounted_succeeded)
         self.uncounted_failed = set(view.uncounted_failed)
         self.matches: dict[str, podfailure.Match] = {}
+        self.exclusive_key = exclusive.topology_key(view.template_meta)
+        self._leader: exclusive.Leader | None = None
 
     # -- pod predicates ----------------------------------------------------------------------
 
@@ -195,6 +202,15 @@ class Sync:
             if node is None or not node.ready:
                 stuck[pod.name] = pod.node_name
         return stuck
+
+    def leader(self) -> exclusive.Leader:
+        """The leader pod followers are placed by (exclusive placement only)."""
+        if self._leader is None:
+            assert self.exclusive_key is not None
+            self._leader = exclusive.find_leader(
+                self.pods, self.state.nodes, self.cluster, self.exclusive_key
+            )
+        return self._leader
 
     # -- the sync ------------------------------------------------------------------------------
 
@@ -433,6 +449,8 @@ class Sync:
                     "to delete them"
                 )
             return
+        if self._misplaced():
+            return
         want = self._wanted(active)
         doomed = pods_for_removal(view, self.active_pods, max(active - want, 0))
         doomed = doomed[:MAX_POD_CHANGES]
@@ -450,6 +468,27 @@ class Sync:
         missing = min(want - waiting - active, MAX_POD_CHANGES)
         if missing > 0:
             self._create(missing, active, want)
+
+    def _misplaced(self) -> bool:
+        """upstream's exclusive-placement pod reconciler: followers sent to another domain
+        than their leader's are marked DisruptionTarget, then deleted by a later decision
+        (a decision never touches a pod twice)."""
+        key = self.exclusive_key
+        if key is None:
+            return False
+        followers = exclusive.misplaced_followers(self.pods, key, self.leader())
+        if not followers:
+            return False
+        followers = followers[:MAX_POD_CHANGES]
+        marked = [p for p in followers if p.conditions.get(exclusive.DISRUPTION_TARGET) == "True"]
+        self.plan.deletes += marked
+        self.plan.disruptions += [p for p in followers if p not in marked]
+        self.plan.head = (
+            f"{exclusive.VIOLATION_REASON}: leader pod is in {key}={self.leader().domain} but "
+            f"a follower's nodeSelector names another domain; deleting {len(marked)} and "
+            f"marking {len(followers) - len(marked)} follower pod(s) DisruptionTarget"
+        )
+        return True
 
     def _wanted(self, active: int) -> int:
         view = self.view
@@ -535,6 +574,9 @@ class Sync:
         pods = self.state.pods
         prefix = f"{self.cluster}/{job.namespace}/"
         ordinal = self.state.pod_ordinals.get(self.key, 0)
+        shaped = exclusive.shaped(self.view.template_meta)
+        key = self.exclusive_key if self.view.indexed else None
+        held = 0
         for index in indexes:
             name = pod_name(job.name, job.uid, index, ordinal)
             while prefix + name in pods:
@@ -542,8 +584,21 @@ class Sync:
                 name = pod_name(job.name, job.uid, index, ordinal)
             counts = self._failure_counts(index) if self.view.per_index else None
             body = pod_body(self.view, name, ordinal, self.rec.finalizer, index, counts)
+            if shaped:
+                leader = self.leader() if key is not None and index != 0 else None
+                if not exclusive.shape_pod(body, index, key, leader):
+                    held += 1
+                    continue
             self.plan.creates.append((name, body))
             ordinal += 1
+        if held:
+            # Upstream's pod webhook rejects such a follower and the Job controller retries;
+            # kbatchd creates its pods itself, so it holds them until the leader is bound.
+            self.plan.holding = (
+                f"ExclusivePlacement: holding {held} follower pod(s) until the leader is "
+                f"bound ({self.leader().waiting})"
+            )
+            self.plan.notes.append(self.plan.holding)
 
     def _failure_counts(self, index: int | None) -> tuple[int, int]:
         previous = None if index is None else self.delayed.get(index)
@@ -657,15 +712,39 @@ class Sync:
             failed_indexes=str(self.failed_indexes) if view.per_index else None,
             completion_time=completion_time,
         )
-        intents = self._intents(status_patch(view, want))
+        intents = self._intents(self._hold_ready_drop(status_patch(view, want), ready))
         requeue = min((t for t in self.plan.requeue if t > self.now), default=None)
         if not intents:
+            if self.plan.holding is not None:
+                return Decision(self.plan.holding, (), requeue)
             if requeue is None:
                 return None
             waiting = self.plan.head or f"Waiting: nothing to do before {rfc3339(requeue)}"
             return Decision(waiting, (), requeue)
         reason = self._reason(target, finished, books, active, terminating)
         return Decision(reason, intents, requeue)
+
+    def _hold_ready_drop(self, patch: dict[str, Any], ready: int) -> dict[str, Any]:
+        """Leave out a patch that would only lower `ready` while the drop is in its grace
+        window (`jobready`); any other change is written at once with the true count."""
+        if set(patch) != {"ready"}:
+            return patch
+        written = self.view.status.ready
+        until = hold_ready_drop(
+            written,
+            ready,
+            (p.ready_changed for p in self.active_pods if not p.ready),
+            self.now,
+            self.rec.ready_decrease_grace_ms,
+        )
+        if until is None:
+            return patch
+        self.plan.requeue.append(until)
+        self.plan.head = self.plan.head or (
+            f"ReadyDropHeld: status.ready stays {written} while {ready} pod(s) are ready; "
+            f"the drop is written at {rfc3339(until)} unless the pods are ready again"
+        )
+        return {}
 
     def _account(self, target: _Target | None, books: _Books) -> None:
         """upstream `trackJobStatusAndRemoveFinalizers`: record newly finished pods in the
@@ -739,6 +818,19 @@ class Sync:
                 )
             )
         intents += [rec.release(cluster, pod) for pod in sorted(self.plan.releases, key=_name)]
+        stamp = rfc3339(self.now)
+        intents += [
+            Patch(
+                cluster,
+                "Pod",
+                pod.namespace,
+                pod.name,
+                patch=exclusive.disruption_patch(pod, stamp),
+                patch_type="strategic",
+                subresource="status",
+            )
+            for pod in self.plan.disruptions
+        ]
         intents += [
             Delete(cluster, "Pod", pod.namespace, pod.name, precondition_uid=pod.uid)
             for pod in self.plan.deletes

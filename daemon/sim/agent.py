@@ -27,7 +27,7 @@ from typing import Any, Final
 from daemon.sim.errors import ApiError
 from daemon.sim.registry import DeleteOptions, Registry
 from daemon.sim.resources import NODES, PODS
-from daemon.sim.scheduling import NodeInfo, fits, node_info, pod_requests
+from daemon.sim.scheduling import NodeInfo, fits, node_info, pod_affinity_ok, pod_requests
 from daemon.sim.store import Obj, Store, Stored, WatchEvent, encode, object_key
 
 log = logging.getLogger(__name__)
@@ -299,13 +299,21 @@ class NodeAgent:
             if shape in unfit:
                 continue
             for node_name in order:
-                if fits(self.nodes[node_name], spec, requests):
+                info = self.nodes[node_name]
+                if fits(info, spec, requests) and pod_affinity_ok(
+                    stored.obj, info, self.nodes.values(), self._pod_of
+                ):
                     self._pending.pop(key, None)
                     target = {"target": {"kind": "Node", "name": node_name}}
                     self.registry.bind(namespace, name, target)
                     break
             else:
                 unfit.add(shape)
+
+    def _pod_of(self, key: str) -> Obj | None:
+        namespace, _, name = key.partition("/")
+        stored = self.store.get(PODS, namespace, name)
+        return stored.obj if stored is not None else None
 
     @staticmethod
     def _schedulable(obj: Obj) -> bool:

@@ -4,6 +4,7 @@ units, what pods request, taints, selectors and required node affinity."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,3 +118,68 @@ def fits(info: NodeInfo, spec: Obj, requests: dict[str, int]) -> bool:
     if not affinity_ok(spec, info.labels):
         return False
     return all(info.used.get(k, 0) + v <= info.allocatable.get(k, 0) for k, v in requests.items())
+
+
+def _terms(spec: Obj, kind: str) -> list[Obj]:
+    affinity = (spec.get("affinity") or {}).get(kind) or {}
+    return [t for t in affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or ()]
+
+
+def _term_matches(term: Obj, own_namespace: str, pod: Obj) -> bool:
+    """Whether a pod is one the term selects: its label selector, in the term's namespaces
+    (an empty namespaceSelector is every namespace; neither field: the incoming pod's)."""
+    meta = pod.get("metadata") or {}
+    namespaces = term.get("namespaces") or []
+    if term.get("namespaceSelector") != {}:
+        allowed = namespaces or [own_namespace]
+        if meta.get("namespace") not in allowed:
+            return False
+    return selector_matches(term.get("labelSelector"), meta.get("labels") or {})
+
+
+def pod_affinity_ok(
+    pod: Obj,
+    node: NodeInfo,
+    nodes: Iterable[NodeInfo],
+    lookup: Callable[[str], Obj | None],
+) -> bool:
+    """Required inter-pod affinity and anti-affinity: for each term, the domain is every node
+    sharing the candidate node's value of the term's topologyKey, and the pods that count are
+    the unfinished pods bound there. As kube-scheduler does, an affinity term that no pod in
+    the cluster matches is satisfied by a pod that matches it itself (the first of a group)."""
+    spec = pod.get("spec") or {}
+    affinity, anti = _terms(spec, "podAffinity"), _terms(spec, "podAntiAffinity")
+    if not affinity and not anti:
+        return True
+    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    everywhere = list(nodes)
+
+    def bound(infos: Iterable[NodeInfo]) -> Iterable[Obj]:
+        for info in infos:
+            for key in info.pods:
+                other = lookup(key)
+                phase = ((other or {}).get("status") or {}).get("phase")
+                if other is not None and phase not in ("Succeeded", "Failed"):
+                    yield other
+
+    def domain(key: str, value: str) -> list[NodeInfo]:
+        return [n for n in everywhere if n.labels.get(key) == value]
+
+    for term in anti:
+        key = term.get("topologyKey") or ""
+        value = node.labels.get(key)
+        if value is None:
+            continue
+        if any(_term_matches(term, namespace, o) for o in bound(domain(key, value))):
+            return False
+    for term in affinity:
+        key = term.get("topologyKey") or ""
+        value = node.labels.get(key)
+        if value is None:
+            return False
+        if any(_term_matches(term, namespace, o) for o in bound(domain(key, value))):
+            continue
+        alone = not any(_term_matches(term, namespace, o) for o in bound(everywhere))
+        if not (alone and _term_matches(term, namespace, pod)):
+            return False
+    return True

@@ -308,3 +308,66 @@ async def test_restart_jobset_replaces_every_pod(tmp_path: Path) -> None:
     before, after, _ = await fail_one_pod(tmp_path, {"maxRestarts": 3})
     assert not set(before.values()) & set(after.values())
     assert len(after) == 32
+
+
+async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path) -> None:
+    """3 Jobs x 4 pods on 2 racks with exclusive-topology on the rack label: the first two Jobs
+    take a rack each (first fit would have put every pod on one node), the third Job's leader
+    waits unbound with no follower created until a rack is free, then runs there."""
+    rack = "cloud.provider.com/topology-rack"
+    async with (
+        simulated_cluster(tmp_path) as (_, kubeconfig),
+        running_daemon(daemon_config(tmp_path, kubeconfig)),
+        kube_client(kubeconfig) as api,
+    ):
+        core = client.CoreV1Api(api)
+        racks = {n.metadata.name: n.metadata.labels[rack] for n in (await core.list_node()).items}
+        body = jobset(
+            "excl",
+            [replicated("w", 3, 4, annotations={RUN: "4"})],
+        )
+        body["metadata"]["annotations"] = {"alpha.jobset.sigs.k8s.io/exclusive-topology": rack}
+        await create(api, body)
+
+        def job_of(pod: Any) -> str:
+            return str(pod.metadata.labels["batch.kubernetes.io/job-name"])
+
+        async def two_running() -> list[Any] | None:
+            pods = await pods_of(api, "excl")
+            running = [p for p in pods if p.status.phase == "Running"]
+            return pods if len(running) == 8 else None
+
+        pods = await eventually(two_running, within=60, what="8 running pods of 2 Jobs")
+        by_job: dict[str, list[Any]] = {}
+        for pod in pods:
+            by_job.setdefault(job_of(pod), []).append(pod)
+        waiting = [name for name, members in by_job.items() if len(members) == 1]
+        assert len(waiting) == 1, {n: len(m) for n, m in by_job.items()}
+        (leader,) = by_job[waiting[0]]
+        assert leader.spec.node_name is None
+        placed = {
+            name: {racks[p.spec.node_name] for p in members}
+            for name, members in by_job.items()
+            if name not in waiting
+        }
+        assert sorted(len(r) for r in placed.values()) == [1, 1], placed
+        assert len(set.union(*placed.values())) == 2, placed
+
+        async def completed() -> bool:
+            status = (await read(api, "excl")).get("status") or {}
+            return status.get("terminalState") == "Completed"
+
+        await eventually(completed, within=90, what="JobSet excl Completed")
+        final: dict[str, set[str]] = {}
+        for pod in (await core.list_namespaced_pod("default")).items:
+            final.setdefault(job_of(pod), set()).add(racks[pod.spec.node_name])
+        assert sorted(final) == ["excl-w-0", "excl-w-1", "excl-w-2"]
+        assert all(len(r) == 1 for r in final.values()), final
+        # The headless Service the pods' subdomain resolves through (spec B0).
+        service = await core.read_namespaced_service("excl", "default")
+        assert service.spec.cluster_ip == "None"
+        assert service.spec.selector == {NAME_LABEL: "excl"}
+        assert service.spec.publish_not_ready_addresses is True
+        (owner,) = service.metadata.owner_references
+        assert (owner.kind, owner.name, owner.controller) == ("JobSet", "excl", True)
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0

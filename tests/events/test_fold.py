@@ -13,6 +13,7 @@ from events.objects import (
     KObject,
     OwnerRef,
     PersistentVolumeClaim,
+    Service,
     Workload,
 )
 from events.schema import Decided, Event, Outcome, Resynced, Tick
@@ -34,6 +35,7 @@ OBJECTS: list[tuple[KObject, str, str]] = [
     (Workload(name="wl", namespace="ns", rv="4"), "workloads", "c1/ns/wl"),
     (make_podgroup("pg"), "podgroups", "c1/ns/pg"),
     (PersistentVolumeClaim(name="data", namespace="ns", rv="5"), "pvcs", "c1/ns/data"),
+    (Service(name="js", namespace="ns", rv="6"), "services", "c1/ns/js"),
 ]
 OBJECT_IDS = [type(obj).__name__ for obj, _, _ in OBJECTS]
 

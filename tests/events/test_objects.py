@@ -93,6 +93,7 @@ def test_realistic_pod_decodes_every_field() -> None:
         restart_count=0,
         exit_codes={},
         grace_seconds=30,
+        ready_changed=CREATED_MS + 15_000,
     )
 
 
@@ -101,6 +102,21 @@ def test_minimal_pod_gets_api_defaults() -> None:
     assert pod == Pod(name="p", namespace="ns")
     assert isinstance(pod, Pod)
     assert (pod.phase, pod.ready, pod.terminal, pod.grace_seconds) == ("Pending", False, False, 30)
+
+
+def test_pod_keeps_its_node_selector_and_when_ready_changed() -> None:
+    raw = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"nodeSelector": {"rack": "r1"}},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2025-01-02T03:04:05Z"}
+            ]
+        },
+    }
+    pod = decode_object("Pod", msgspec.json.encode(raw))
+    assert isinstance(pod, Pod)
+    assert (pod.node_selector, pod.ready_changed) == ({"rack": "r1"}, CREATED_MS)
 
 
 def _c(name: str, *, requests: Any = None, limits: Any = None, always: bool = False) -> Any:

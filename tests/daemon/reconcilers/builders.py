@@ -123,6 +123,7 @@ def make_pod(
     restart_count: int = 0,
     grace_seconds: int = 30,
     owner_uid: str | None = None,
+    ready_changed: int | None = None,
 ) -> Pod:
     """A pod controlled by `job` (Indexed when `index` is given)."""
     notes = dict(annotations or {})
@@ -153,6 +154,7 @@ def make_pod(
         exit_codes=dict(exit_codes or {}),
         grace_seconds=grace_seconds,
         finished=finished,
+        ready_changed=ready_changed,
     )
 
 

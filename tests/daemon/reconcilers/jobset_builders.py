@@ -16,7 +16,15 @@ from daemon.reconcilers.jobsetjobs import job_body
 from daemon.reconcilers.jobsetspec import view_jobset
 from daemon.sim import defaults
 from events.intents import Create, Delete, Intent, Patch
-from events.objects import Job, JobSet, OwnerRef, PersistentVolumeClaim, Pod, decode_object_dict
+from events.objects import (
+    Job,
+    JobSet,
+    OwnerRef,
+    PersistentVolumeClaim,
+    Pod,
+    Service,
+    decode_object_dict,
+)
 from events.state import State
 from tests.daemon.reconcilers.builders import CLUSTER, NS, T0, T0_TEXT, observe
 
@@ -181,7 +189,7 @@ def pod_of(job: Job, index: int, *, attempt: int | None = None, **fields: Any) -
     )
 
 
-def state_of(*objects: JobSet | Job | PersistentVolumeClaim | Pod) -> State:
+def state_of(*objects: JobSet | Job | PersistentVolumeClaim | Pod | Service) -> State:
     state = State()
     state.now = T0
     for obj in objects:

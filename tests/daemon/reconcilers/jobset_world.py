@@ -40,6 +40,7 @@ from events.objects import (
     OwnerRef,
     PersistentVolumeClaim,
     Pod,
+    Service,
     decode_object_dict,
 )
 from events.schema import Change, Observed
@@ -277,6 +278,18 @@ class World:
                 spec=dict(body.get("spec") or {}),
             )
             self.observe(claim, "ADDED")
+        elif intent.kind == "Service":
+            if key in self.state.services:
+                return
+            service = Service(
+                name=intent.name,
+                namespace=intent.namespace,
+                uid=self._uid_next("svc"),
+                rv="1",
+                owners=_owners(meta),
+                spec=dict(body.get("spec") or {}),
+            )
+            self.observe(service, "ADDED")
         else:
             raise AssertionError(f"unexpected create {intent}")
 
@@ -320,7 +333,7 @@ class World:
             if any(o.uid == obj.uid for o in pod.owners)
         ]
         if kind == "JobSet":
-            for table in ("Job", "PersistentVolumeClaim"):
+            for table in ("Job", "PersistentVolumeClaim", "Service"):
                 found += [
                     (table, child)
                     for child in self.state.table(table).values()
@@ -378,6 +391,10 @@ class World:
     # -- the kubelet --------------------------------------------------------------------------
 
     def _store_pod(self, pod: Pod) -> None:
+        before = self.state.pods.get(f"{CLUSTER}/{pod.namespace}/{pod.name}")
+        was = before.conditions.get("Ready") if before is not None else None
+        if "Ready" in pod.conditions and pod.conditions["Ready"] != was:
+            pod = msgspec.structs.replace(pod, ready_changed=self.now)  # lastTransitionTime
         if pod.deletion_ts is not None and not pod.finalizers and pod.terminal:
             self.observe(pod, "DELETED")
             self.agent_attempts.pop(pod.uid, None)

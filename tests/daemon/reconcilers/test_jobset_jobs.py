@@ -10,6 +10,7 @@ import pytest
 
 from daemon.reconcilers.jobset import JobSetReconciler
 from events.intents import Create, Delete
+from events.objects import Service
 from tests.daemon.reconcilers.builders import NS, T0
 from tests.daemon.reconcilers.jobset_builders import (
     COMPLETE,
@@ -93,7 +94,7 @@ def test_c11_3_coordinator_label_and_annotation_on_every_job_and_pod() -> None:
     )
     decision = decide(state_of(js))
     assert decision is not None
-    bodies = [i.body for i in decision.intents if isinstance(i, Create)]
+    bodies = [i.body for i in decision.intents if isinstance(i, Create) and i.kind == "Job"]
     assert len(bodies) == 3
     for body in bodies:
         for meta in (body["metadata"], body["spec"]["template"]["metadata"]):
@@ -112,7 +113,7 @@ def test_b6_exclusive_placement_annotations_and_node_selector_strategy() -> None
     )
     decision = decide(state_of(js))
     assert decision is not None
-    (body,) = [i.body for i in decision.intents if isinstance(i, Create)]
+    (body,) = [i.body for i in decision.intents if isinstance(i, Create) and i.kind == "Job"]
     notes = body["metadata"]["annotations"]
     assert notes["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "rack"
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in body["metadata"]["labels"]
@@ -125,6 +126,72 @@ def test_b6_exclusive_placement_annotations_and_node_selector_strategy() -> None
             "effect": "NoSchedule",
         }
     ]
+
+
+def _services(decision: Any) -> list[Create]:
+    return [i for i in decision.intents if isinstance(i, Create) and i.kind == "Service"]
+
+
+def test_b0_headless_service_named_after_the_jobset() -> None:
+    js = make_jobset("train", [rjob("w", 2)])
+    decision = decide(state_of(js), "train")
+    assert decision is not None
+    (service,) = _services(decision)
+    assert (service.namespace, service.name) == (NS, "train")
+    assert service.body == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "train",
+            "namespace": NS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": "train",
+                    "uid": js.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"jobset.sigs.k8s.io/jobset-name": "train"},
+            "publishNotReadyAddresses": True,
+        },
+    }
+    assert "creating headless Service train" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("network", "name", "publish"),
+    [
+        pytest.param({"subdomain": "net"}, "net", True, id="subdomain"),
+        pytest.param({"publishNotReadyAddresses": False}, "js", False, id="ready-only"),
+        pytest.param({"enableDNSHostnames": False}, None, None, id="no-dns"),
+    ],
+)
+def test_b0_headless_service_follows_the_network(
+    network: dict[str, Any], name: str | None, publish: bool | None
+) -> None:
+    decision = decide(state_of(make_jobset("js", [rjob("w")], network=network)))
+    assert decision is not None
+    services = _services(decision)
+    if name is None:
+        assert services == []
+        return
+    (service,) = services
+    assert service.name == name
+    assert service.body["spec"]["publishNotReadyAddresses"] is publish
+
+
+def test_b0_an_existing_service_is_left_alone() -> None:
+    js = make_jobset("js", [rjob("w")])
+    other = Service(name="js", namespace=NS, uid="uid-svc", rv="1")
+    decision = decide(state_of(js, other))
+    assert decision is not None
+    assert _services(decision) == []
 
 
 def test_b0_the_manager_selects_the_jobset() -> None:
