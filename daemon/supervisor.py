@@ -17,6 +17,7 @@ truth, never repeating blindly).
 from __future__ import annotations
 
 import heapq
+import math
 import signal
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -94,7 +95,9 @@ class Daemon:
         self._tx, self._rx = anyio.create_memory_object_stream[Item](CHANNEL)
         self._actions: MemoryObjectSendStream[Action]
         self._action_rx: MemoryObjectReceiveStream[Action]
-        self._actions, self._action_rx = anyio.create_memory_object_stream[Action](CHANNEL)
+        # Unbounded: the pump must never wait on the actuator's workers, which wait on the pump
+        # to take their outcomes (a bounded queue both ways could stall both).
+        self._actions, self._action_rx = anyio.create_memory_object_stream[Action](math.inf)
         self._requeue: list[tuple[int, str]] = []
         self._failures: dict[str, int] = {}
         self._since_snapshot = 0
@@ -316,7 +319,16 @@ class Daemon:
 
     async def _pump(self, event_log: EventLog) -> None:
         synced_logged = False
+        interval = self.settings.daemon.pass_interval_seconds
+        last_pass = 0.0
         async for item in self._rx:
+            if interval and not isinstance(item, _Flush):
+                # Let a burst gather: each pass has a fixed cost (placement views, sorting
+                # keys) that a pass per watch event would pay thousands of times a second.
+                linger = last_pass + interval - time.monotonic()
+                if linger > 0:
+                    await anyio.sleep(linger)
+            last_pass = time.monotonic()
             self.pumped_at = time.monotonic()
             batch = [] if isinstance(item, _Flush) else list(item)
             flushes = [item] if isinstance(item, _Flush) else []
@@ -487,6 +499,11 @@ class Daemon:
             self._since_snapshot = 0
             await event_log.save_snapshot(self.state.seq, encode_state(self.state))
 
+    async def _carry_out(self, actuator: Actuator, term: int) -> None:
+        async for action_term, seq, decision, context in self._action_rx:
+            if action_term == term:
+                await actuator.execute(seq, decision, context)
+
     async def _act(self, actuator: Actuator) -> None:
         """Carry out decisions, one term at a time: the end of a term cancels what it
         started, and decisions of a term that has ended are dropped."""
@@ -498,8 +515,10 @@ class Daemon:
                 if not self.leading or term != self._term:
                     continue
                 async with anyio.create_task_group() as tg:
-                    async for action_term, seq, decision, context in self._action_rx:
-                        if action_term == term:
-                            tg.start_soon(actuator.execute, seq, decision, context)
+                    # A pool of workers rather than a task per decision: starting a task
+                    # costs about as much as the binding it would carry out. As many
+                    # workers as API calls may run at once, so none waits on the pool.
+                    for _ in range(self.settings.daemon.concurrency):
+                        tg.start_soon(self._carry_out, actuator, term)
             if scope.cancelled_caught:
                 log.info("stopped acting", term=term, in_flight=actuator.in_flight)

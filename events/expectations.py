@@ -12,6 +12,7 @@ from typing import Final
 
 from events.intents import Bind
 from events.objects import KObject, Pod
+from events.quantity import add_into
 from events.schema import Decided, Outcome
 from events.state import Expectation, State
 
@@ -22,10 +23,13 @@ def expect(state: State, seq: int, decision: Decided) -> None:
     for intent in decision.intents:
         op = intent.__struct_config__.tag
         assert isinstance(op, str)
-        node = intent.node if isinstance(intent, Bind) else ""
-        _replace(
-            state, intent.ref, Expectation(seq, decision.key, op, since=decision.at, node=node)
-        )
+        expectation = Expectation(seq, decision.key, op, since=decision.at)
+        if isinstance(intent, Bind):
+            expectation.node = intent.node
+            pod = state.pods.get(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+            if pod is not None and not pod.node_name and not pod.terminal:
+                expectation.requests = pod.requests
+        _replace(state, intent.ref, expectation)
 
 
 def settle(state: State, outcome: Outcome, ref: str, dirty: set[str] | None) -> None:
@@ -91,15 +95,29 @@ def _replace(state: State, ref: str, expectation: Expectation) -> None:
     old = state.expected.get(ref)
     if old is not None:
         _release(state, old.key)
+        _assume(state, ref, old, -1)
     state.expected[ref] = expectation
     state.awaiting[expectation.key] = state.awaiting.get(expectation.key, 0) + 1
+    _assume(state, ref, expectation, 1)
 
 
 def _clear(state: State, ref: str, dirty: set[str] | None) -> None:
     expectation = state.expected.pop(ref)
     _release(state, expectation.key)
+    _assume(state, ref, expectation, -1)
     if dirty is not None:
         dirty.add(expectation.key)
+
+
+def _assume(state: State, ref: str, expectation: Expectation, sign: int) -> None:
+    """Charge (or give back) a bind's requests to its node in ``State.assumed``."""
+    if expectation.op != "bind" or not expectation.requests:
+        return
+    node = f"{ref.split('/', 2)[1]}//{expectation.node}"
+    charged = state.assumed.setdefault(node, {})
+    add_into(charged, {**expectation.requests, "pods": 1}, sign)
+    if not charged:
+        del state.assumed[node]
 
 
 def _release(state: State, key: str) -> None:

@@ -45,8 +45,10 @@ class Expectation(msgspec.Struct, array_like=True):
     uid: str = ""
     rv: str = ""
     done: bool = False
-    # A bind's node: until the watch shows the pod bound, placement charges it there.
+    # A bind's node and what it charged there (`State.assumed`) until the watch shows the pod
+    # bound, failed or gone.
     node: str = ""
+    requests: dict[str, int] = {}
 
 
 class BackoffRecord(msgspec.Struct, array_like=True):
@@ -81,6 +83,9 @@ class State(msgspec.Struct):
     # object ref -> the change to it not yet observed; key -> how many such refs it awaits.
     expected: dict[str, Expectation] = {}
     awaiting: dict[str, int] = {}
+    # node key (``cluster//name``) -> what the binds decided to it but not yet seen bound take
+    # there, ``pods`` included: kube-scheduler's assumed pods, kept with the expectations.
+    assumed: dict[str, dict[str, int]] = {}
     # ``reconciler key`` -> the reason of its newest decision.
     reasons: dict[str, str] = {}
     # ``Job/cluster/namespace/name`` -> its back-off record, which must outlive the pods that

@@ -98,6 +98,11 @@ class Actuator:
             for _, run in groupby(decision.intents, key=lambda i: type(i)):
                 batch = list(enumerate(run, start=index))
                 index += len(batch)
+                if len(batch) == 1:
+                    # Most runs are one status patch: a task group for it costs more than
+                    # the bookkeeping of the request itself.
+                    await self._one(seq, batch[0][0], batch[0][1], decision, parent)
+                    continue
                 async with anyio.create_task_group() as tg:
                     for i, intent in batch:
                         tg.start_soon(self._one, seq, i, intent, decision, parent)
@@ -110,33 +115,42 @@ class Actuator:
         self, seq: int, index: int, intent: Intent, decision: Decided, parent: Context | None
     ) -> None:
         span = self._start_span(seq, index, intent, parent)
-        # Any line logged while carrying it out says which decision and object it was about.
-        context = structlog.contextvars.bound_contextvars(
-            cluster=intent.cluster, key=decision.key, reconciler=decision.reconciler, seq=seq
-        )
-        with context:
-            result: Result | None = None
-            try:
-                async with self._limiter:
-                    began = time.monotonic()
-                    result = await self.perform(intent)
-                    if self._on_done is not None:
-                        self._on_done(time.monotonic() - began)
-            finally:
-                # A cancelled intent (a lost lease, a drain running out) ends its span too.
-                if span is not None:
-                    _finish_span(span, result)
-            if result.ok:
-                log.debug("intent done", intent=intent.ref, code=result.code)
-            else:
-                log.warning(
-                    "intent failed",
-                    decision=seq,
-                    intent=intent.ref,
-                    code=result.code,
-                    message=result.message,
-                )
-            await self._send_outcome(seq, index, result)
+        result: Result | None = None
+        try:
+            async with self._limiter:
+                began = time.monotonic()
+                result = await self.perform(intent)
+                if self._on_done is not None:
+                    self._on_done(time.monotonic() - began)
+        finally:
+            # A cancelled intent (a lost lease, a drain running out) ends its span too.
+            if span is not None:
+                _finish_span(span, result)
+        # The decision and object go on the line itself: binding them as context variables
+        # for every intent cost more than a binding request.
+        if result.ok:
+            log.debug(
+                "intent done",
+                intent=intent.ref,
+                code=result.code,
+                cluster=intent.cluster,
+                key=decision.key,
+                reconciler=decision.reconciler,
+                seq=seq,
+            )
+        else:
+            log.warning(
+                "intent failed",
+                decision=seq,
+                intent=intent.ref,
+                code=result.code,
+                message=result.message,
+                cluster=intent.cluster,
+                key=decision.key,
+                reconciler=decision.reconciler,
+                seq=seq,
+            )
+        await self._send_outcome(seq, index, result)
 
     def _start_span(
         self, seq: int, index: int, intent: Intent, parent: Context | None

@@ -163,10 +163,6 @@ def short_room(view: ClusterView, pods: Sequence[Pod], level: str | None) -> str
     return f"{NO_ROOM} {len(pods)} pod(s) request {amounts} {where}"
 
 
-def _in_flight_text(view: ClusterView) -> str:
-    return f"BindingsInFlight: {view.unknown} binding(s) of other gangs not yet observed"
-
-
 def _floor_s(ms: int) -> int:
     """`ms` as a condition's lastTransitionTime will read back (whole seconds)."""
     return ms - ms % 1000
@@ -472,9 +468,6 @@ class GangReconciler:
         if found.count < spec.min_count:
             self._not_enough(step, spec, found)
             return False
-        if view.unknown and found.pending:
-            self._in_flight(step, view)
-            return False
         slots: Slots | str = []
         if found.pending:
             slots = self._place(view, levels, group, leader)
@@ -498,8 +491,6 @@ class GangReconciler:
     ) -> Slots | str:
         """Nodes for every pending member, next to the bound ones (and the leader)."""
         spec, found = group.spec, group.members
-        if view.unknown:
-            return _in_flight_text(view)
         try:
             request = topology_request(spec, (*found.bound, *found.pending))
         except GangSpecError as exc:
@@ -604,12 +595,6 @@ class GangReconciler:
         step.condition(spec, SCHEDULED, "False", LIMIT_EXCEEDED, message)
         step.reason(f"{LIMIT_EXCEEDED}: {message}")
         return True
-
-    def _in_flight(self, step: _Step, view: ClusterView) -> None:
-        """Another gang's bindings are done but not yet observed, so free room is unknown for
-        a moment: wait without writing a status."""
-        step.reason(f"Waiting: {_in_flight_text(view)}")
-        step.wake(step.now + self.retry_first_ms)
 
     def _not_enough(self, step: _Step, spec: GroupSpec, found: Members) -> None:
         # No count in the reason or the message: members arrive one by one, and a count
@@ -880,9 +865,6 @@ class GangReconciler:
         if problem is not None:
             for spec in specs:
                 self._invalid(step, spec, problem)
-            return
-        if view.unknown:
-            self._in_flight(step, view)
             return
         restrict: Restrict = ()
         if outer is not None:

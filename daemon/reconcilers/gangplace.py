@@ -4,7 +4,8 @@ per-domain counts expanded onto concrete nodes.
 Free capacity is each node's allocatable less `Topology.node_used` (every bound, non-terminal
 pod, kbatchd's or not) less the bindings decided that the watch has not shown yet: each
 bind's expectation (`events.expectations`) names its node and lasts until the pod is seen
-bound, failed or gone, so there is no moment when a decided binding takes no room.
+bound, failed or gone, and charges its requests there meanwhile (`State.assumed`, like
+kube-scheduler's assumed pods), so there is no moment when a decided binding takes no room.
 
 Decisions of one reconcile pass are all made from the same state, before any of them is
 folded. A `Pass` remembers what the pass already admitted, so that two gangs decided in one
@@ -30,8 +31,9 @@ from daemon.placement import (
 )
 from daemon.placement import Topology as Tree
 from daemon.placement.validation import first_problem
-from daemon.reconcilers.gangspec import TopologyRequest, live
+from daemon.reconcilers.gangspec import TopologyRequest
 from events.objects import Node, Pod
+from events.quantity import add_into
 from events.state import State
 
 SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
@@ -143,25 +145,17 @@ class ClusterView:
         )
         self._by_name = {n.name: n for n in self.nodes}
         node_used = state.topology.node_used
-        self.used: dict[str, Amounts] = {
-            n.name: dict(node_used.get(prefix + n.name, {})) for n in self.nodes
-        }
-        # Binds decided but not yet seen by the watch are charged to the node they name: the
-        # expectation keeps it until the pod shows up bound, failed or gone. Only logs written
-        # before expectations carried the node can leave one unknown.
-        self.unknown = 0
-        pod_prefix = f"Pod/{cluster}/"
-        for ref, expectation in state.expected.items():
-            if expectation.op != "bind" or not ref.startswith(pod_prefix):
-                continue
-            pod = state.pods.get(ref[4:])
-            if pod is None or pod.node_name or not live(pod):
-                continue
-            used = self.used.get(expectation.node)
-            if used is not None:
-                _add(used, pod.requests)
-            elif not expectation.node:
-                self.unknown += 1
+        assumed = state.assumed
+        # Binds decided but not yet seen by the watch take room on the node they name
+        # (`State.assumed`, kept with their expectations), so no decided bind is ever free room.
+        self.used: dict[str, Amounts] = {}
+        for node in self.nodes:
+            key = prefix + node.name
+            used = dict(node_used.get(key, {}))
+            charged = assumed.get(key)
+            if charged:
+                add_into(used, charged)
+            self.used[node.name] = used
         self._infos: list[NodeInfo] | None = None
         self._rooms: dict[str | None, dict[tuple[str, ...], Amounts]] = {}
         self._levels = state.topology.levels

@@ -108,6 +108,13 @@ def play(steps: Sequence[Step]) -> Player:
 
 def assert_counts_exact(state: State) -> None:
     assert state.awaiting == dict(Counter(e.key for e in state.expected.values()))
+    assumed: dict[str, dict[str, int]] = {}
+    for ref, e in state.expected.items():
+        if e.op == "bind" and e.requests:
+            charged = assumed.setdefault(f"{ref.split('/')[1]}//{e.node}", {})
+            for name, amount in {**e.requests, "pods": 1}.items():
+                charged[name] = charged.get(name, 0) + amount
+    assert state.assumed == assumed
     assert all(count > 0 for count in state.awaiting.values())
 
 
@@ -515,3 +522,43 @@ def test_rv_reached(current: str, wanted: str, reached: bool) -> None:
 def test_odd_resource_version_does_not_break_the_fold() -> None:
     played = play([seen(POD), Decide((PATCH,)), Reply(rv="5"), seen(pod(rv="²"))])
     assert REF in played.state.expected
+
+
+# ---------------------------------------------------------------------------------------------
+# A bind takes room on its node until the watch shows the pod bound (kube-scheduler's assume)
+
+GPU_POD = make_pod("p1", requests={"nvidia.com/gpu": 2})
+CHARGED = {"c1//n1": {"nvidia.com/gpu": 2, "pods": 1}}
+
+
+@pytest.mark.parametrize(
+    ("steps", "assumed"),
+    [
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,))], CHARGED),
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), Reply(ok=True)], CHARGED),
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), Reply(ok=False)], {}),
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), seen(replace(GPU_POD, node_name="n1"))], {}),
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), gone(GPU_POD)], {}),
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), Decide((DELETE,))], {}),
+        # A pod the state does not hold, or one already bound, charges nothing.
+        ([Decide((BIND,))], {}),
+        ([seen(replace(GPU_POD, node_name="n2"), "ADDED"), Decide((BIND,))], {}),
+        # Past the TTL the charge goes with the expectation.
+        ([seen(GPU_POD, "ADDED"), Decide((BIND,)), Tick(at=TTL_MS)], {}),
+    ],
+    ids=[
+        "decided",
+        "carried-out-not-yet-watched",
+        "failed",
+        "watched-bound",
+        "pod-gone",
+        "replaced-by-a-delete",
+        "unknown-pod",
+        "already-bound",
+        "expired",
+    ],
+)
+def test_a_decided_bind_charges_its_node_until_the_watch_shows_it(
+    steps: list[Step], assumed: dict[str, dict[str, int]]
+) -> None:
+    assert play(steps).state.assumed == assumed

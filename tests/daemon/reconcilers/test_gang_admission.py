@@ -342,22 +342,6 @@ def test_a_bind_carried_out_but_not_yet_watched_still_takes_its_room() -> None:
     assert other.reason.startswith("Unschedulable: InsufficientRoom: 10 pod(s)")
 
 
-def test_a_bind_without_a_known_node_holds_admissions_back() -> None:
-    """Expectations logged before they carried the bind's node: room unknown, so wait."""
-    world = World(nodes())
-    world.add(podgroup("a", 2), *members("a", 2), podgroup("b", 2), *members("b", 2))
-    decision = world.decide(key("a"))
-    assert decision is not None
-    _carried_out(world, decision)
-    for ref, expectation in list(world.state.expected.items()):
-        world.state.expected[ref] = msgspec.structs.replace(expectation, node="")
-    other = GangReconciler().decide(world.state, key("b"), world.now)
-    assert other is not None
-    assert other.reason.startswith("Waiting: BindingsInFlight: 2")
-    assert other.intents == (), "a moment's uncertainty writes no status"
-    assert other.requeue_at == world.now + SECOND
-
-
 def test_decisions_do_not_depend_on_the_order_objects_were_seen() -> None:
     def build(seed: int) -> dict[str, str]:
         objects = [*nodes("blocks=2,racks=2,hosts=2,gpus=8"), podgroup("g", 20)]
