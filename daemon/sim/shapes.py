@@ -19,6 +19,10 @@ class _Map:
         self.values = values
         self.go = go
 
+    def accepts(self, item: Any) -> bool:
+        # bool is an int in Python but never a JSON number.
+        return isinstance(item, self.values) and (bool in self.values or type(item) is not bool)
+
 
 STRINGS: Final = _Map((str,), "map[string]string")
 QUANTITIES: Final = _Map((str, int, float), "v1.ResourceList")
@@ -176,43 +180,68 @@ def _matches(value: Any, kind: type) -> bool:
 
 
 class ShapeError(Exception):
-    def __init__(self, path: str, value: Any, shape: Shape):
-        super().__init__(path)
-        self.path = path
+    """A value of the wrong JSON type. The path is collected while the error unwinds, so a
+    walk that finds nothing wrong (nearly every one) builds no path strings."""
+
+    def __init__(self, step: str, value: Any, shape: Shape):
+        super().__init__(step)
+        self.steps = [step]  # innermost first
         self.got = _json_type(value)
         self.expected = _go_type(shape)
 
+    @property
+    def path(self) -> str:
+        return "".join(reversed(self.steps)).removeprefix(".")
 
-def _walk(value: Any, shape: Shape, path: str) -> None:
+
+def _walk(value: Any, shape: Shape) -> None:
     if value is None:
         return  # null is "unset" for every optional field, as in Go
-    if isinstance(shape, _Map):
+    if isinstance(shape, dict):
         if not isinstance(value, dict):
-            raise ShapeError(path, value, shape)
-        for key, item in value.items():
-            if item is not None and not any(_matches(item, t) for t in shape.values):
-                raise ShapeError(f"{path}[{key}]", item, shape.values[0])
+            raise ShapeError("", value, shape)
+        for key, sub in shape.items():
+            item = value.get(key)
+            if item is not None:
+                try:
+                    _walk(item, sub)
+                except ShapeError as exc:
+                    exc.steps.append(f".{key}")
+                    raise
     elif isinstance(shape, list):
         if not isinstance(value, list):
-            raise ShapeError(path, value, shape)
+            raise ShapeError("", value, shape)
         for index, item in enumerate(value):
-            _walk(item, shape[0], f"{path}[{index}]")
-    elif isinstance(shape, dict):
+            try:
+                _walk(item, shape[0])
+            except ShapeError as exc:
+                exc.steps.append(f"[{index}]")
+                raise
+    elif isinstance(shape, _Map):
         if not isinstance(value, dict):
-            raise ShapeError(path, value, shape)
-        for key, sub in shape.items():
-            if key in value:
-                _walk(value[key], sub, f"{path}.{key}" if path else key)
+            raise ShapeError("", value, shape)
+        for key, item in value.items():
+            if item is not None and not shape.accepts(item):
+                raise ShapeError(f"[{key}]", item, shape.values[0])
     elif not _matches(value, shape):
-        raise ShapeError(path, value, shape)
+        raise ShapeError("", value, shape)
 
 
 def check(kind: str, version: str, obj: Any) -> None:
     """Raise a 400 like the real decoder when a known field has the wrong JSON type."""
     shape = {"metadata": META, **_BY_KIND.get(kind, _GENERIC)}
     try:
-        _walk(obj, shape, "")
+        _walk(obj, shape)
     except ShapeError as exc:
+        raise _decode_error(kind, version, exc) from None
+
+
+def check_status(kind: str, version: str, status: Any) -> None:
+    """`check` for the status alone, for writes that change nothing else."""
+    try:
+        _walk(status, _BY_KIND.get(kind, _GENERIC).get("status", dict))
+    except ShapeError as exc:
+        exc.steps.append(".status")
         raise _decode_error(kind, version, exc) from None
 
 
