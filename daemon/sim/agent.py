@@ -28,7 +28,7 @@ from daemon.sim.errors import ApiError
 from daemon.sim.registry import DeleteOptions, Registry
 from daemon.sim.resources import NODES, PODS
 from daemon.sim.scheduling import NodeInfo, fits, node_info, pod_requests
-from daemon.sim.store import Obj, Store, Stored, WatchEvent, encode, object_key
+from daemon.sim.store import Obj, Store, Stored, WatchEvent, clone, encode, object_key
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,13 @@ def _set_conditions(status: Obj, updates: list[dict[str, Any]]) -> None:
         else:
             conditions.append(update)
     status["conditions"] = conditions
+
+
+def _status_copy(stored: Stored) -> Obj:
+    """The pod to change before a status write: its own copy of the status, the rest shared
+    with the stored version, so it is read, never changed (status writes change nothing else).
+    """
+    return {**stored.obj, "status": clone(stored.obj.get("status") or {})}
 
 
 def _annotation_seconds(meta: Obj, key: str) -> float | None:
@@ -382,10 +389,7 @@ class NodeAgent:
         return f"10.{(self._ip >> 16) & 255}.{(self._ip >> 8) & 255}.{self._ip & 255}"
 
     def _write_status(self, stored: Stored, obj: Obj) -> None:
-        meta = obj["metadata"]
-        self.registry.update(
-            PODS, meta.get("namespace", ""), meta["name"], obj, subresource="status"
-        )
+        self.registry.write_status(PODS, stored, obj["status"])
 
     def _get(self, key: str) -> Stored | None:
         namespace, _, name = key.partition("/")
@@ -487,7 +491,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or stored.obj["metadata"].get("deletionTimestamp"):
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         spec, status = obj.get("spec") or {}, obj.setdefault("status", {})
         if status.get("phase", "Pending") != "Pending":
             return
@@ -533,7 +537,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or (stored.obj.get("status") or {}).get("phase") != "Running":
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         now = self.store.now()
         status = obj["status"]
         for c in status.get("containerStatuses") or ():
@@ -547,7 +551,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or (stored.obj.get("status") or {}).get("phase") != "Running":
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj["status"]
         if code is None:
             code = _exit_code(meta)
@@ -611,7 +615,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or stored.obj["metadata"].get("deletionTimestamp"):
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.get("status") or {}
         if status.get("phase") != "Running":
             return
@@ -639,7 +643,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None:
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.setdefault("status", {})
         if status.get("phase") not in ("Succeeded", "Failed"):
             now = self.store.now()
@@ -676,7 +680,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None:
             return None
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.setdefault("status", {})
         if status.get("phase") in ("Succeeded", "Failed"):
             return stored

@@ -11,7 +11,7 @@ import pytest
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import NODES, PODS
-from daemon.sim.store import Obj
+from daemon.sim.store import Obj, decode
 from tests.daemon.sim.helpers import pod_body
 
 pytestmark = pytest.mark.anyio
@@ -261,3 +261,28 @@ async def test_kubelet_rejects_pods_bound_beyond_capacity(sim: SimCluster) -> No
     assert rejected is not None
     assert rejected["status"]["reason"] == "OutOfnvidia.com/gpu"
     assert "requested: 8, used: 8, capacity: 8" in rejected["status"]["message"]
+
+
+async def test_a_watch_sees_every_status_the_agent_writes(sim: SimCluster) -> None:
+    watcher = sim.store.watch(PODS, "default", None, sim.store.rv)
+    try:
+        body = pod_body("w", **{"sim.kbatchd.dev/run-seconds": "1"})
+        body["spec"]["restartPolicy"] = "Never"
+        create(sim, body)
+        with anyio.fail_after(5):
+            await sim.wait_for(PODS, "default", "w", phase("Succeeded"))
+        events = [decode(line) for line in watcher.pending]
+    finally:
+        sim.store.unwatch(watcher)
+    objects = [e["object"] for e in events]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED"]
+    assert [o.get("status", {}).get("phase", "Pending") for o in objects] == [
+        "Pending",
+        "Pending",
+        "Running",
+        "Succeeded",
+    ]
+    versions = [int(o["metadata"]["resourceVersion"]) for o in objects]
+    assert versions == sorted(set(versions))
+    assert objects[-1] == sim.get(PODS, "default", "w")
+    assert {c["type"]: c["status"] for c in objects[2]["status"]["conditions"]}["Ready"] == "True"
