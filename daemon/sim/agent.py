@@ -69,6 +69,18 @@ def _set_conditions(status: Obj, updates: list[dict[str, Any]]) -> None:
     status["conditions"] = conditions
 
 
+def _set_running(info: NodeInfo, key: str, requests: dict[str, int], *, running: bool) -> None:
+    if running == (key in info.running):
+        return
+    sign = 1 if running else -1
+    if running:
+        info.running.add(key)
+    else:
+        info.running.discard(key)
+    for k, v in requests.items():
+        info.running_used[k] = info.running_used.get(k, 0) + sign * v
+
+
 def _status_copy(stored: Stored) -> Obj:
     """The pod to change before a status write: its own copy of the status, the rest shared
     with the stored version, so it is read, never changed (status writes change nothing else).
@@ -239,6 +251,7 @@ class NodeAgent:
                 for k, v in previous[1].items():
                     old_info.used[k] = old_info.used.get(k, 0) - v
                 old_info.pods.discard(key)
+                _set_running(old_info, key, previous[1], running=False)
             del self._alloc[key]
             self._freed = True
         if counted and (previous is None or previous[0] != node):
@@ -253,6 +266,10 @@ class NodeAgent:
             info = self.nodes.get(node)
             if info is not None:
                 info.pods.add(key)
+        if counted:
+            info = self.nodes.get(node)
+            if info is not None:
+                _set_running(info, key, self._alloc[key][1], running=phase == "Running")
         if deleted and node:
             info = self.nodes.get(node)
             if info is not None:
@@ -467,17 +484,12 @@ class NodeAgent:
                     "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's "
                     "node affinity/selector",
                 )
-        used: dict[str, int] = {}
-        for other in info.pods:
-            if other == key or other not in self._alloc:
-                continue
-            namespace, _, name = other.partition("/")
-            running = self.store.get(PODS, namespace, name)
-            if running is None or (running.obj.get("status") or {}).get("phase") != "Running":
-                continue  # only pods the kubelet already admitted count
-            for k, v in self._alloc[other][1].items():
-                used[k] = used.get(k, 0) + v
-        for k, v in pod_requests(spec).items():
+        alloc = self._alloc.get(key)
+        requests = alloc[1] if alloc is not None else pod_requests(spec)
+        used = info.running_used
+        if key in info.running:  # admitted before: it does not count against itself
+            used = {k: n - requests.get(k, 0) for k, n in used.items()}
+        for k, v in requests.items():
             capacity = info.allocatable.get(k, 0)
             if used.get(k, 0) + v > capacity:
                 return (

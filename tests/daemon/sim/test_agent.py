@@ -263,6 +263,26 @@ async def test_kubelet_rejects_pods_bound_beyond_capacity(sim: SimCluster) -> No
     assert "requested: 8, used: 8, capacity: 8" in rejected["status"]["message"]
 
 
+async def test_kubelet_admission_frees_what_finished_pods_held(sim: SimCluster) -> None:
+    names = ("first", "second", "third")
+    for name in names:
+        body = pod_body(name, **{"sim.kbatchd.dev/run-seconds": "1"})
+        body["spec"]["schedulerName"] = "kbatchd"
+        body["spec"]["restartPolicy"] = "Never"
+        body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
+        create(sim, body)
+    with anyio.fail_after(5):
+        # Two bound at once both fit; a third bound after they finish fits as well.
+        sim.registry.bind("default", "first", {"target": {"name": "b0-r0-h0"}})
+        sim.registry.bind("default", "second", {"target": {"name": "b0-r0-h0"}})
+        for name in names[:2]:
+            await sim.wait_for(PODS, "default", name, phase("Succeeded"))
+        sim.registry.bind("default", "third", {"target": {"name": "b0-r0-h0"}})
+        await sim.wait_for(PODS, "default", "third", phase("Succeeded"))
+    assert sim.agent.nodes["b0-r0-h0"].running == set()
+    assert not any(sim.agent.nodes["b0-r0-h0"].running_used.values())
+
+
 async def test_a_watch_sees_every_status_the_agent_writes(sim: SimCluster) -> None:
     watcher = sim.store.watch(PODS, "default", None, sim.store.rv)
     try:
