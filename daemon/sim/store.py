@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import heapq
 import random
 import time
@@ -49,7 +50,13 @@ def clone(value: Any) -> Any:
 
 def rfc3339(when: float) -> str:
     """A `metav1.Time` string: UTC, whole seconds, like the real server serializes them."""
-    return datetime.fromtimestamp(int(when), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_second(int(when))
+
+
+# Nearly every write stamps a time, nearly all of them within the current second.
+@functools.lru_cache(maxsize=64)
+def _rfc3339_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: str) -> float:
