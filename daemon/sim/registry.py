@@ -399,7 +399,8 @@ class Registry:
             )
         if options.dry_run:
             return DeleteResult(old.copy(), False)
-        obj = old.copy()
+        # Only the metadata (and a namespace's status) changes: the rest is shared.
+        obj = {**old.obj, "metadata": {**old_meta}}
         meta = obj["metadata"]
         finalizers: list[str] = list(meta.get("finalizers") or [])
         if policy == "Orphan":
@@ -432,7 +433,7 @@ class Registry:
             meta.pop("finalizers", None)
         if resource is NAMESPACES:
             # The namespace controller empties it first and then drops spec.finalizers.
-            obj.setdefault("status", {})["phase"] = "Terminating"
+            obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
             blocked = bool(finalizers) or bool((obj.get("spec") or {}).get("finalizers"))
         else:
             blocked = bool(finalizers)
@@ -502,12 +503,13 @@ class Registry:
             why = f"pod {name} has non-empty .spec.schedulingGates"
         if why:
             raise conflict("pods/binding", "", name, why)
-        obj = pod.copy()
-        obj["spec"]["nodeName"] = node
+        # Stored objects are never mutated: the bound pod copies only the dicts it changes.
+        obj = {**pod.obj, "metadata": {**pod.obj["metadata"]}, "spec": {**spec, "nodeName": node}}
         annotations = (binding.get("metadata") or {}).get("annotations")
         if isinstance(annotations, dict) and annotations:
-            obj["metadata"].setdefault("annotations", {}).update(annotations)
-        status = obj.setdefault("status", {})
+            meta = obj["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        status = obj["status"] = {**(pod.obj.get("status") or {})}
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
         conditions.append(
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.sim.errors import ApiError
-from daemon.sim.registry import Registry
+from daemon.sim.registry import DeleteOptions, Registry
 from daemon.sim.resources import NAMESPACES, PODS
 from daemon.sim.selectors import field_selector, label_selector
 from daemon.sim.store import Expired, Store, decode
@@ -67,8 +67,6 @@ def test_pages_reconstruct_the_snapshot() -> None:
     assert [decode(i)["metadata"]["name"] for i in items] == ["a", "b"]
     assert last == "default/b"
     registry.create(PODS, "default", pod("bb"))
-    from daemon.sim.registry import DeleteOptions
-
     registry.delete(PODS, "default", "c", DeleteOptions())
     registry.update(
         PODS,
@@ -169,3 +167,26 @@ def test_a_status_update_through_the_api_leaves_the_stored_version_alone() -> No
     assert new.obj["status"] == _running()
     assert new.obj["metadata"]["labels"] == {"app": "x"}
     assert decode(new.data) == new.obj
+
+
+def test_bind_and_delete_leave_the_stored_version_alone() -> None:
+    store, registry = store_with_default()
+    created = registry.create(PODS, "default", pod("a", app="x"))
+    before = created.copy()
+    binding = {"target": {"name": "n1"}, "metadata": {"annotations": {"k": "v"}}}
+    bound = registry.bind("default", "a", binding)
+    assert created.obj == before
+    assert bound.obj["spec"] == {**before["spec"], "nodeName": "n1"}
+    assert bound.obj["metadata"]["annotations"] == {"k": "v"}
+    assert decode(bound.data) == bound.obj
+    bound_before = bound.copy()
+    terminating = registry.delete(PODS, "default", "a", DeleteOptions()).obj
+    assert bound.obj == bound_before
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+    namespace = registry.create(NAMESPACES, "", {"metadata": {"name": "gone"}})
+    namespace_before = namespace.copy()
+    registry.delete(NAMESPACES, "", "gone", DeleteOptions())
+    assert namespace.obj == namespace_before
+    stored = store.get(NAMESPACES, "", "gone")
+    assert stored is not None
+    assert stored.obj["status"] == {"phase": "Terminating"}
