@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import operator
 from collections.abc import Callable
 from typing import Any, Final
+
+import msgspec
 
 from daemon.sim.errors import ApiError
 from daemon.sim.registry import DeleteOptions, Registry
@@ -41,6 +45,18 @@ UNREACHABLE: Final = "node.kubernetes.io/unreachable"
 _KILLED_EXIT: Final = 143  # SIGTERM
 _BACKOFF_BASE: Final = 10.0
 _BACKOFF_MAX: Final = 300.0
+# Timers due within the same tick fire together, at its end: never early, at most this late.
+_TICK: Final = 0.001
+
+
+class _Timer(msgspec.Struct):
+    key: str
+    what: str
+    due: float  # loop time
+    action: Callable[[str], None]
+
+
+_DUE: Final = operator.attrgetter("due")
 
 
 def _cond(type_: str, status: bool, now: str, reason: str = "") -> dict[str, Any]:
@@ -144,7 +160,8 @@ class NodeAgent:
         self.not_ready_fail_seconds = not_ready_fail_seconds
         self.nodes: dict[str, NodeInfo] = {}
         self._alloc: dict[str, tuple[str, dict[str, int]]] = {}  # pod key -> node, requests
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[str, str], _Timer] = {}  # (pod key, what) -> the live timer
+        self._ticks: dict[int, tuple[asyncio.TimerHandle, list[_Timer]]] = {}
         self._pending: dict[str, None] = {}  # unbound default-scheduler pods, in arrival order
         self._arrived: dict[str, None] = {}  # pending pods not yet tried
         self._freed = False  # capacity may have appeared since the last scheduling pass
@@ -169,34 +186,46 @@ class NodeAgent:
     def stop(self) -> None:
         if self._on_event in self.store.listeners:
             self.store.listeners.remove(self._on_event)
-        for handle in self._timers.values():
+        for handle, _ in self._ticks.values():
             handle.cancel()
+        self._ticks.clear()
         self._timers.clear()
 
     def _delay(self, seconds: float) -> float:
         return seconds / self.time_scale
 
     def _later(self, key: str, what: str, seconds: float, action: Callable[[str], None]) -> None:
+        """Run `action(key)` after `seconds` (simulated), in place of any `what` timer the pod
+        has. Timers due in the same tick share one loop timer: thousands of pods bound
+        together come due together."""
         assert self._loop is not None
-        old = self._timers.pop((key, what), None)
-        if old is not None:
-            old.cancel()
+        due = self._loop.time() + self._delay(seconds)
+        timer = _Timer(key, what, due, action)
+        self._timers[(key, what)] = timer
+        tick = math.ceil(due / _TICK)
+        batch = self._ticks.get(tick)
+        if batch is None:
+            self._ticks[tick] = (self._loop.call_at(tick * _TICK, self._fire, tick), [timer])
+        else:
+            batch[1].append(timer)
 
-        def fire() -> None:
-            self._timers.pop((key, what), None)
+    def _fire(self, tick: int) -> None:
+        _, timers = self._ticks.pop(tick)
+        timers.sort(key=_DUE)
+        for timer in timers:
+            if self._timers.get((timer.key, timer.what)) is not timer:
+                continue  # cancelled, or planned anew
+            del self._timers[(timer.key, timer.what)]
             try:
-                action(key)
+                timer.action(timer.key)
             except ApiError as exc:
                 # The pod changed under us (deleted, conflict): its next event re-plans it.
-                log.debug("sim agent: %s %s: %s", what, key, exc)
-
-        self._timers[(key, what)] = self._loop.call_later(self._delay(seconds), fire)
+                log.debug("sim agent: %s %s: %s", timer.what, timer.key, exc)
 
     def _cancel(self, key: str, *whats: str) -> None:
+        # A cancelled timer stays in its tick's batch and is skipped when the tick comes.
         for what in whats or ("start", "ready", "finish", "restart", "terminate", "lost"):
-            handle = self._timers.pop((key, what), None)
-            if handle is not None:
-                handle.cancel()
+            self._timers.pop((key, what), None)
 
     def _has(self, key: str, what: str) -> bool:
         return (key, what) in self._timers

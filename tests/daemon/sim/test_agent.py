@@ -306,3 +306,28 @@ async def test_a_watch_sees_every_status_the_agent_writes(sim: SimCluster) -> No
     assert versions == sorted(set(versions))
     assert objects[-1] == sim.get(PODS, "default", "w")
     assert {c["type"]: c["status"] for c in objects[2]["status"]["conditions"]}["Ready"] == "True"
+
+
+async def test_timers_due_together_share_a_tick_and_cancel_alone(sim: SimCluster) -> None:
+    agent = sim.agent
+    fired: list[str] = []
+    both = anyio.Event()
+
+    def fire(key: str) -> None:
+        fired.append(key)
+        if len(fired) == 2:
+            both.set()
+
+    ticks = len(agent._ticks)
+    for key in ("x/a", "x/b", "x/c"):
+        agent._later(key, "finish", 0.0, fire)
+    agent._later("x/c", "finish", 0.5, fire)  # planned anew: only the later one runs
+    agent._cancel("x/b", "finish")
+    assert len(agent._ticks) <= ticks + 2
+    assert agent._has("x/a", "finish")
+    assert not agent._has("x/b", "finish")
+    with anyio.fail_after(5):
+        await both.wait()
+        await anyio.sleep(0.05)  # nothing else comes
+    assert fired == ["x/a", "x/c"]
+    assert not agent._has("x/c", "finish")
