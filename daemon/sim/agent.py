@@ -32,7 +32,7 @@ from daemon.sim.errors import ApiError
 from daemon.sim.registry import DeleteOptions, Registry
 from daemon.sim.resources import NODES, PODS
 from daemon.sim.scheduling import NodeInfo, fits, node_info, pod_requests
-from daemon.sim.store import Obj, Store, Stored, WatchEvent, clone, encode, object_key
+from daemon.sim.store import Obj, Store, Stored, WatchEvent, encode, object_key
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,18 @@ def _set_running(info: NodeInfo, key: str, requests: dict[str, int], *, running:
 
 
 def _status_copy(stored: Stored) -> Obj:
-    """The pod to change before a status write: its own copy of the status, the rest shared
-    with the stored version, so it is read, never changed (status writes change nothing else).
+    """The pod to change before a status write, sharing all but its status with the stored
+    version: read it, change only the status.
+
+    The status is copied two levels deep, which is all the agent changes: it sets keys of the
+    status and of each container's status, and replaces anything deeper without changing it.
     """
-    return {**stored.obj, "status": clone(stored.obj.get("status") or {})}
+    status = dict(stored.obj.get("status") or {})
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = status.get(key)
+        if isinstance(statuses, list):
+            status[key] = [dict(s) if isinstance(s, dict) else s for s in statuses]
+    return {**stored.obj, "status": status}
 
 
 def _annotation_seconds(meta: Obj, key: str) -> float | None:
