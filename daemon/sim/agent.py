@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import operator
 from collections.abc import Callable
 from typing import Any, Final
+
+import msgspec
 
 from daemon.sim.errors import ApiError
 from daemon.sim.registry import DeleteOptions, Registry
@@ -41,6 +45,18 @@ UNREACHABLE: Final = "node.kubernetes.io/unreachable"
 _KILLED_EXIT: Final = 143  # SIGTERM
 _BACKOFF_BASE: Final = 10.0
 _BACKOFF_MAX: Final = 300.0
+# Timers due within the same tick fire together, at its end: never early, at most this late.
+_TICK: Final = 0.001
+
+
+class _Timer(msgspec.Struct):
+    key: str
+    what: str
+    due: float  # loop time
+    action: Callable[[str], None]
+
+
+_DUE: Final = operator.attrgetter("due")
 
 
 def _cond(type_: str, status: bool, now: str, reason: str = "") -> dict[str, Any]:
@@ -67,6 +83,33 @@ def _set_conditions(status: Obj, updates: list[dict[str, Any]]) -> None:
         else:
             conditions.append(update)
     status["conditions"] = conditions
+
+
+def _set_running(info: NodeInfo, key: str, requests: dict[str, int], *, running: bool) -> None:
+    if running == (key in info.running):
+        return
+    sign = 1 if running else -1
+    if running:
+        info.running.add(key)
+    else:
+        info.running.discard(key)
+    for k, v in requests.items():
+        info.running_used[k] = info.running_used.get(k, 0) + sign * v
+
+
+def _status_copy(stored: Stored) -> Obj:
+    """The pod to change before a status write, sharing all but its status with the stored
+    version: read it, change only the status.
+
+    The status is copied two levels deep, which is all the agent changes: it sets keys of the
+    status and of each container's status, and replaces anything deeper without changing it.
+    """
+    status = dict(stored.obj.get("status") or {})
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = status.get(key)
+        if isinstance(statuses, list):
+            status[key] = [dict(s) if isinstance(s, dict) else s for s in statuses]
+    return {**stored.obj, "status": status}
 
 
 def _annotation_seconds(meta: Obj, key: str) -> float | None:
@@ -125,7 +168,8 @@ class NodeAgent:
         self.not_ready_fail_seconds = not_ready_fail_seconds
         self.nodes: dict[str, NodeInfo] = {}
         self._alloc: dict[str, tuple[str, dict[str, int]]] = {}  # pod key -> node, requests
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[str, str], _Timer] = {}  # (pod key, what) -> the live timer
+        self._ticks: dict[int, tuple[asyncio.TimerHandle, list[_Timer]]] = {}
         self._pending: dict[str, None] = {}  # unbound default-scheduler pods, in arrival order
         self._arrived: dict[str, None] = {}  # pending pods not yet tried
         self._freed = False  # capacity may have appeared since the last scheduling pass
@@ -150,34 +194,46 @@ class NodeAgent:
     def stop(self) -> None:
         if self._on_event in self.store.listeners:
             self.store.listeners.remove(self._on_event)
-        for handle in self._timers.values():
+        for handle, _ in self._ticks.values():
             handle.cancel()
+        self._ticks.clear()
         self._timers.clear()
 
     def _delay(self, seconds: float) -> float:
         return seconds / self.time_scale
 
     def _later(self, key: str, what: str, seconds: float, action: Callable[[str], None]) -> None:
+        """Run `action(key)` after `seconds` (simulated), in place of any `what` timer the pod
+        has. Timers due in the same tick share one loop timer: thousands of pods bound
+        together come due together."""
         assert self._loop is not None
-        old = self._timers.pop((key, what), None)
-        if old is not None:
-            old.cancel()
+        due = self._loop.time() + self._delay(seconds)
+        timer = _Timer(key, what, due, action)
+        self._timers[(key, what)] = timer
+        tick = math.ceil(due / _TICK)
+        batch = self._ticks.get(tick)
+        if batch is None:
+            self._ticks[tick] = (self._loop.call_at(tick * _TICK, self._fire, tick), [timer])
+        else:
+            batch[1].append(timer)
 
-        def fire() -> None:
-            self._timers.pop((key, what), None)
+    def _fire(self, tick: int) -> None:
+        _, timers = self._ticks.pop(tick)
+        timers.sort(key=_DUE)
+        for timer in timers:
+            if self._timers.get((timer.key, timer.what)) is not timer:
+                continue  # cancelled, or planned anew
+            del self._timers[(timer.key, timer.what)]
             try:
-                action(key)
+                timer.action(timer.key)
             except ApiError as exc:
                 # The pod changed under us (deleted, conflict): its next event re-plans it.
-                log.debug("sim agent: %s %s: %s", what, key, exc)
-
-        self._timers[(key, what)] = self._loop.call_later(self._delay(seconds), fire)
+                log.debug("sim agent: %s %s: %s", timer.what, timer.key, exc)
 
     def _cancel(self, key: str, *whats: str) -> None:
+        # A cancelled timer stays in its tick's batch and is skipped when the tick comes.
         for what in whats or ("start", "ready", "finish", "restart", "terminate", "lost"):
-            handle = self._timers.pop((key, what), None)
-            if handle is not None:
-                handle.cancel()
+            self._timers.pop((key, what), None)
 
     def _has(self, key: str, what: str) -> bool:
         return (key, what) in self._timers
@@ -232,6 +288,7 @@ class NodeAgent:
                 for k, v in previous[1].items():
                     old_info.used[k] = old_info.used.get(k, 0) - v
                 old_info.pods.discard(key)
+                _set_running(old_info, key, previous[1], running=False)
             del self._alloc[key]
             self._freed = True
         if counted and (previous is None or previous[0] != node):
@@ -246,6 +303,10 @@ class NodeAgent:
             info = self.nodes.get(node)
             if info is not None:
                 info.pods.add(key)
+        if counted:
+            info = self.nodes.get(node)
+            if info is not None:
+                _set_running(info, key, self._alloc[key][1], running=phase == "Running")
         if deleted and node:
             info = self.nodes.get(node)
             if info is not None:
@@ -390,10 +451,7 @@ class NodeAgent:
         return f"10.{(self._ip >> 16) & 255}.{(self._ip >> 8) & 255}.{self._ip & 255}"
 
     def _write_status(self, stored: Stored, obj: Obj) -> None:
-        meta = obj["metadata"]
-        self.registry.update(
-            PODS, meta.get("namespace", ""), meta["name"], obj, subresource="status"
-        )
+        self.registry.write_status(PODS, stored, obj["status"])
 
     def _get(self, key: str) -> Stored | None:
         namespace, _, name = key.partition("/")
@@ -471,17 +529,12 @@ class NodeAgent:
                     "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's "
                     "node affinity/selector",
                 )
-        used: dict[str, int] = {}
-        for other in info.pods:
-            if other == key or other not in self._alloc:
-                continue
-            namespace, _, name = other.partition("/")
-            running = self.store.get(PODS, namespace, name)
-            if running is None or (running.obj.get("status") or {}).get("phase") != "Running":
-                continue  # only pods the kubelet already admitted count
-            for k, v in self._alloc[other][1].items():
-                used[k] = used.get(k, 0) + v
-        for k, v in pod_requests(spec).items():
+        alloc = self._alloc.get(key)
+        requests = alloc[1] if alloc is not None else pod_requests(spec)
+        used = info.running_used
+        if key in info.running:  # admitted before: it does not count against itself
+            used = {k: n - requests.get(k, 0) for k, n in used.items()}
+        for k, v in requests.items():
             capacity = info.allocatable.get(k, 0)
             if used.get(k, 0) + v > capacity:
                 return (
@@ -495,7 +548,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or stored.obj["metadata"].get("deletionTimestamp"):
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         spec, status = obj.get("spec") or {}, obj.setdefault("status", {})
         if status.get("phase", "Pending") != "Pending":
             return
@@ -541,7 +594,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or (stored.obj.get("status") or {}).get("phase") != "Running":
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         now = self.store.now()
         status = obj["status"]
         for c in status.get("containerStatuses") or ():
@@ -555,7 +608,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or (stored.obj.get("status") or {}).get("phase") != "Running":
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj["status"]
         if code is None:
             code = _exit_code(meta)
@@ -619,7 +672,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None or stored.obj["metadata"].get("deletionTimestamp"):
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.get("status") or {}
         if status.get("phase") != "Running":
             return
@@ -647,7 +700,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None:
             return
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.setdefault("status", {})
         if status.get("phase") not in ("Succeeded", "Failed"):
             now = self.store.now()
@@ -684,7 +737,7 @@ class NodeAgent:
         stored = self._get(key)
         if stored is None:
             return None
-        obj = stored.copy()
+        obj = _status_copy(stored)
         status = obj.setdefault("status", {})
         if status.get("phase") in ("Succeeded", "Failed"):
             return stored

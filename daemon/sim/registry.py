@@ -3,6 +3,8 @@ finalizers, preconditions and propagation policies), pod binding and eviction.
 
 Every operation runs synchronously on the event loop, so each is atomic with respect to the
 others, like a single etcd transaction. The HTTP layer and the node agent both call these.
+A write takes over the object it is given: parts of it may be stored as they are and shared
+with later versions, so a caller never changes it afterwards.
 """
 
 from __future__ import annotations
@@ -279,6 +281,27 @@ class Registry:
             raise invalid_object(resource.kind, resource.group, name, errors)
         return self._write(resource, old, new, dry_run=dry_run)
 
+    def write_status(self, resource: Resource, old: Stored, status: Obj) -> Stored:
+        """A status write by the simulated cluster's own controllers (the node agent): `status`
+        replaces the stored one and nothing else changes.
+
+        The rest of the object is the stored one, already checked, so only `status` is checked
+        (its JSON types and the kind's status rules) and the new object shares everything else
+        with `old`. `old` must be the current version: a stale one is a conflict, as a stale
+        resourceVersion is on the API path. The registry owns `status` from here on.
+        """
+        meta = old.obj["metadata"]
+        name = meta["name"]
+        if self.store.get(resource, meta.get("namespace", ""), name) is not old:
+            raise conflict(resource.plural, resource.group, name, STALE)
+        shapes.check_status(resource.kind, resource.version, status)
+        # put() stamps the resourceVersion into the metadata: the new version gets its own.
+        new = {**old.obj, "metadata": {**meta}, "status": status}
+        errors = strategy.validate_status_update(resource, old.obj, new)
+        if errors:
+            raise invalid_object(resource.kind, resource.group, name, errors)
+        return self._write(resource, old, new)
+
     def _write(self, resource: Resource, old: Stored, new: Obj, *, dry_run: bool = False) -> Stored:
         if new == old.obj:
             return old  # a no-op update is not written and bumps nothing, as in etcd
@@ -376,7 +399,8 @@ class Registry:
             )
         if options.dry_run:
             return DeleteResult(old.copy(), False)
-        obj = old.copy()
+        # Only the metadata (and a namespace's status) changes: the rest is shared.
+        obj = {**old.obj, "metadata": {**old_meta}}
         meta = obj["metadata"]
         finalizers: list[str] = list(meta.get("finalizers") or [])
         if policy == "Orphan":
@@ -409,7 +433,7 @@ class Registry:
             meta.pop("finalizers", None)
         if resource is NAMESPACES:
             # The namespace controller empties it first and then drops spec.finalizers.
-            obj.setdefault("status", {})["phase"] = "Terminating"
+            obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
             blocked = bool(finalizers) or bool((obj.get("spec") or {}).get("finalizers"))
         else:
             blocked = bool(finalizers)
@@ -479,12 +503,13 @@ class Registry:
             why = f"pod {name} has non-empty .spec.schedulingGates"
         if why:
             raise conflict("pods/binding", "", name, why)
-        obj = pod.copy()
-        obj["spec"]["nodeName"] = node
+        # Stored objects are never mutated: the bound pod copies only the dicts it changes.
+        obj = {**pod.obj, "metadata": {**pod.obj["metadata"]}, "spec": {**spec, "nodeName": node}}
         annotations = (binding.get("metadata") or {}).get("annotations")
         if isinstance(annotations, dict) and annotations:
-            obj["metadata"].setdefault("annotations", {}).update(annotations)
-        status = obj.setdefault("status", {})
+            meta = obj["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+        status = obj["status"] = {**(pod.obj.get("status") or {})}
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
         conditions.append(
             {

@@ -56,6 +56,10 @@ class NodeInfo:
     unschedulable: bool
     used: dict[str, int] = field(default_factory=dict)
     pods: set[str] = field(default_factory=set)  # keys of pods bound here
+    # The kubelet's admission counts only the pods it already admitted (Running ones): kept
+    # here as they change so that admitting one pod does not look at every other.
+    running: set[str] = field(default_factory=set)
+    running_used: dict[str, int] = field(default_factory=dict)
 
 
 def node_info(obj: Obj, old: NodeInfo | None) -> NodeInfo:
@@ -74,6 +78,7 @@ def node_info(obj: Obj, old: NodeInfo | None) -> NodeInfo:
     )
     if old is not None:
         info.used, info.pods = old.used, old.pods
+        info.running, info.running_used = old.running, old.running_used
     return info
 
 

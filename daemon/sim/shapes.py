@@ -7,6 +7,7 @@ part. Only fields some code reads are described; unknown fields pass untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from daemon.sim.errors import ApiError, bad_request
@@ -18,6 +19,10 @@ class _Map:
     def __init__(self, values: tuple[type, ...], go: str):
         self.values = values
         self.go = go
+
+    def accepts(self, item: Any) -> bool:
+        # bool is an int in Python but never a JSON number.
+        return isinstance(item, self.values) and (bool in self.values or type(item) is not bool)
 
 
 STRINGS: Final = _Map((str,), "map[string]string")
@@ -167,52 +172,138 @@ def _go_type(shape: Shape) -> str:
     return _GO_NAMES.get(shape, "value")
 
 
-def _matches(value: Any, kind: type) -> bool:
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    return isinstance(value, kind)
-
-
 class ShapeError(Exception):
-    def __init__(self, path: str, value: Any, shape: Shape):
-        super().__init__(path)
-        self.path = path
+    """A value of the wrong JSON type. The path is collected while the error unwinds, so a
+    walk that finds nothing wrong (nearly every one) builds no path strings."""
+
+    def __init__(self, step: str, value: Any, shape: Shape):
+        super().__init__(step)
+        self.steps = [step]  # innermost first
         self.got = _json_type(value)
         self.expected = _go_type(shape)
 
+    @property
+    def path(self) -> str:
+        return "".join(reversed(self.steps)).removeprefix(".")
 
-def _walk(value: Any, shape: Shape, path: str) -> None:
-    if value is None:
-        return  # null is "unset" for every optional field, as in Go
+
+# A compiled shape: raises ShapeError for a value (never None) of the wrong JSON type. Every
+# create and update goes through one, so shapes are turned into closures once rather than
+# interpreted field by field on every request.
+Check = Callable[[Any], None]
+
+
+def _leaf(kind: type) -> tuple[tuple[type, ...], bool]:
+    """The types a leaf accepts, and whether bool (an int in Python) must be refused."""
+    if kind is int:
+        return (int,), True
+    if kind is float:
+        return (int, float), True
+    return (kind,), False
+
+
+def _compile(shape: Shape) -> Check:
     if isinstance(shape, _Map):
+        return _compile_map(shape)
+    if isinstance(shape, list):
+        return _compile_list(shape)
+    if isinstance(shape, dict):
+        return _compile_struct(shape)
+    types, strict = _leaf(shape)
+
+    def check_leaf(value: Any) -> None:
+        if not isinstance(value, types) or (strict and type(value) is bool):
+            raise ShapeError("", value, shape)
+
+    return check_leaf
+
+
+def _compile_map(shape: _Map) -> Check:
+    def check_map(value: Any) -> None:
         if not isinstance(value, dict):
-            raise ShapeError(path, value, shape)
+            raise ShapeError("", value, shape)
         for key, item in value.items():
-            if item is not None and not any(_matches(item, t) for t in shape.values):
-                raise ShapeError(f"{path}[{key}]", item, shape.values[0])
-    elif isinstance(shape, list):
+            if item is not None and not shape.accepts(item):
+                raise ShapeError(f"[{key}]", item, shape.values[0])
+
+    return check_map
+
+
+def _compile_list(shape: list[Shape]) -> Check:
+    item_shape = shape[0]
+    check_item = _compile(item_shape)
+
+    def check_list(value: Any) -> None:
         if not isinstance(value, list):
-            raise ShapeError(path, value, shape)
+            raise ShapeError("", value, shape)
         for index, item in enumerate(value):
-            _walk(item, shape[0], f"{path}[{index}]")
-    elif isinstance(shape, dict):
+            if item is not None:
+                try:
+                    check_item(item)
+                except ShapeError as exc:
+                    exc.steps.append(f"[{index}]")
+                    raise
+
+    return check_list
+
+
+def _compile_struct(shape: dict[str, Shape]) -> Check:
+    # Leaves are tested in place (no call per field); fields keep the shape's order, so the
+    # first wrong field reported is the same whichever way it is found.
+    fields = tuple(
+        (key, *_leaf(sub), None) if isinstance(sub, type) else (key, (), False, _compile(sub))
+        for key, sub in shape.items()
+    )
+
+    def check_struct(value: Any) -> None:
         if not isinstance(value, dict):
-            raise ShapeError(path, value, shape)
-        for key, sub in shape.items():
-            if key in value:
-                _walk(value[key], sub, f"{path}.{key}" if path else key)
-    elif not _matches(value, shape):
-        raise ShapeError(path, value, shape)
+            raise ShapeError("", value, shape)
+        for key, types, strict, check in fields:
+            item = value.get(key)
+            if item is None:
+                continue  # null is "unset" for every optional field, as in Go
+            if check is None:
+                if not isinstance(item, types) or (strict and type(item) is bool):
+                    raise ShapeError(f".{key}", item, shape[key])
+            else:
+                try:
+                    check(item)
+                except ShapeError as exc:
+                    exc.steps.append(f".{key}")
+                    raise
+
+    return check_struct
+
+
+_OBJECTS: Final[dict[str, Check]] = {}
+_STATUSES: Final[dict[str, Check]] = {}
 
 
 def check(kind: str, version: str, obj: Any) -> None:
     """Raise a 400 like the real decoder when a known field has the wrong JSON type."""
-    shape = {"metadata": META, **_BY_KIND.get(kind, _GENERIC)}
+    checker = _OBJECTS.get(kind)
+    if checker is None:
+        checker = _OBJECTS[kind] = _compile({"metadata": META, **_BY_KIND.get(kind, _GENERIC)})
+    if obj is None:
+        return
     try:
-        _walk(obj, shape, "")
+        checker(obj)
     except ShapeError as exc:
+        raise _decode_error(kind, version, exc) from None
+
+
+def check_status(kind: str, version: str, status: Any) -> None:
+    """`check` for the status alone, for writes that change nothing else."""
+    checker = _STATUSES.get(kind)
+    if checker is None:
+        shape = _BY_KIND.get(kind, _GENERIC).get("status", dict)
+        checker = _STATUSES[kind] = _compile(shape)
+    if status is None:
+        return
+    try:
+        checker(status)
+    except ShapeError as exc:
+        exc.steps.append(".status")
         raise _decode_error(kind, version, exc) from None
 
 

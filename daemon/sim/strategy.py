@@ -10,7 +10,6 @@ from typing import Any, Final
 from daemon.sim import defaults, job_status, job_validation, jobset_validation, validation
 from daemon.sim.errors import FieldError, forbidden
 from daemon.sim.resources import Resource
-from daemon.sim.store import clone
 
 Obj = dict[str, Any]
 
@@ -79,10 +78,14 @@ def prepare_update(resource: Resource, old: Obj, new: Obj) -> None:
 
 
 def prepare_status_update(resource: Resource, old: Obj, new: Obj) -> Obj:
-    """A status write: only `status` comes from the request (plus a few metadata fields)."""
-    result: Obj = clone(old)
+    """A status write: only `status` comes from the request (plus a few metadata fields).
+
+    The result shares what it keeps of `old` (stored objects are never mutated) and takes the
+    request's parts as they are (the registry owns the request body); only the metadata dict,
+    where the resourceVersion is stamped, is its own."""
+    result: Obj = {**old, "metadata": {**old["metadata"]}}
     if new.get("status") is not None:
-        result["status"] = clone(new["status"])
+        result["status"] = new["status"]
     else:
         result.pop("status", None)
     new_meta = new.get("metadata") or {}
@@ -94,7 +97,7 @@ def prepare_status_update(resource: Resource, old: Obj, new: Obj) -> Obj:
             "namespace",
             "creationTimestamp",
         ):
-            meta[key] = clone(value)
+            meta[key] = value
     return result
 
 

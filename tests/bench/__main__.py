@@ -7,7 +7,7 @@ import sys
 
 import anyio
 
-from tests.bench import cluster, gang, jobset, log, placement, replay
+from tests.bench import cluster, gang, jobset, log, placement, replay, sim_pods
 from tests.bench.table import Table
 
 
@@ -18,6 +18,7 @@ async def main() -> int:
     await replay.run(table)
     placement.run(table)
     await cluster.run(table)
+    await sim_pods.run(table)
     jobset.run(table)
     await gang.run(table, 1_500)
     print()

@@ -8,6 +8,7 @@ import pytest
 
 from daemon.kube.api import KubeApi
 from daemon.sim.cluster import SimCluster
+from tests.daemon.sim.helpers import unchanged_once_stored
 
 
 @pytest.fixture
@@ -15,7 +16,8 @@ async def sim(anyio_backend: str) -> AsyncIterator[SimCluster]:
     async with SimCluster.start(
         topology="blocks=1,racks=1,hosts=2,gpus=8", seed=11, time_scale=20, bookmark_seconds=0.2
     ) as cluster:
-        yield cluster
+        with unchanged_once_stored(cluster.store):
+            yield cluster
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from daemon.sim.cluster import SimCluster
+from tests.daemon.sim.helpers import unchanged_once_stored
 
 SMALL = "blocks=1,racks=2,hosts=2,gpus=8,cpu=32,memory=256Gi,pods=110"
 
@@ -17,7 +18,8 @@ async def sim(anyio_backend: str) -> AsyncIterator[SimCluster]:
     async with SimCluster.start(
         topology=SMALL, seed=7, time_scale=50.0, bookmark_seconds=0.2
     ) as cluster:
-        yield cluster
+        with unchanged_once_stored(cluster.store):
+            yield cluster
 
 
 @pytest.fixture

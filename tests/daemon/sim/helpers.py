@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from daemon.sim.store import Store, WatchEvent, encode
 
 
 def pod_body(name: str, **annotations: str) -> dict[str, Any]:
@@ -26,3 +30,15 @@ def job_body(name: str, *, suspend: bool = False, **spec: Any) -> dict[str, Any]
             **spec,
         },
     }
+
+
+@contextmanager
+def unchanged_once_stored(store: Store) -> Iterator[None]:
+    """Fail if any object the store wrote changed afterwards. Versions share what they did
+    not change, so none may change once stored: each event's object must still be what was
+    sent for it."""
+    events: list[WatchEvent] = []
+    store.listeners.append(events.append)
+    yield
+    changed = [e for e in events if encode(e.obj) != e.data]
+    assert not changed, f"stored objects changed after the write: {changed[:3]}"

@@ -11,7 +11,7 @@ import pytest
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import NODES, PODS
-from daemon.sim.store import Obj
+from daemon.sim.store import Obj, decode
 from tests.daemon.sim.helpers import pod_body
 
 pytestmark = pytest.mark.anyio
@@ -261,3 +261,73 @@ async def test_kubelet_rejects_pods_bound_beyond_capacity(sim: SimCluster) -> No
     assert rejected is not None
     assert rejected["status"]["reason"] == "OutOfnvidia.com/gpu"
     assert "requested: 8, used: 8, capacity: 8" in rejected["status"]["message"]
+
+
+async def test_kubelet_admission_frees_what_finished_pods_held(sim: SimCluster) -> None:
+    names = ("first", "second", "third")
+    for name in names:
+        body = pod_body(name, **{"sim.kbatchd.dev/run-seconds": "1"})
+        body["spec"]["schedulerName"] = "kbatchd"
+        body["spec"]["restartPolicy"] = "Never"
+        body["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
+        create(sim, body)
+    with anyio.fail_after(5):
+        # Two bound at once both fit; a third bound after they finish fits as well.
+        sim.registry.bind("default", "first", {"target": {"name": "b0-r0-h0"}})
+        sim.registry.bind("default", "second", {"target": {"name": "b0-r0-h0"}})
+        for name in names[:2]:
+            await sim.wait_for(PODS, "default", name, phase("Succeeded"))
+        sim.registry.bind("default", "third", {"target": {"name": "b0-r0-h0"}})
+        await sim.wait_for(PODS, "default", "third", phase("Succeeded"))
+    assert sim.agent.nodes["b0-r0-h0"].running == set()
+    assert not any(sim.agent.nodes["b0-r0-h0"].running_used.values())
+
+
+async def test_a_watch_sees_every_status_the_agent_writes(sim: SimCluster) -> None:
+    watcher = sim.store.watch(PODS, "default", None, sim.store.rv)
+    try:
+        body = pod_body("w", **{"sim.kbatchd.dev/run-seconds": "1"})
+        body["spec"]["restartPolicy"] = "Never"
+        create(sim, body)
+        with anyio.fail_after(5):
+            await sim.wait_for(PODS, "default", "w", phase("Succeeded"))
+        events = [decode(line) for line in watcher.pending]
+    finally:
+        sim.store.unwatch(watcher)
+    objects = [e["object"] for e in events]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED"]
+    assert [o.get("status", {}).get("phase", "Pending") for o in objects] == [
+        "Pending",
+        "Pending",
+        "Running",
+        "Succeeded",
+    ]
+    versions = [int(o["metadata"]["resourceVersion"]) for o in objects]
+    assert versions == sorted(set(versions))
+    assert objects[-1] == sim.get(PODS, "default", "w")
+    assert {c["type"]: c["status"] for c in objects[2]["status"]["conditions"]}["Ready"] == "True"
+
+
+async def test_timers_due_together_share_a_tick_and_cancel_alone(sim: SimCluster) -> None:
+    agent = sim.agent
+    fired: list[str] = []
+    both = anyio.Event()
+
+    def fire(key: str) -> None:
+        fired.append(key)
+        if len(fired) == 2:
+            both.set()
+
+    ticks = len(agent._ticks)
+    for key in ("x/a", "x/b", "x/c"):
+        agent._later(key, "finish", 0.0, fire)
+    agent._later("x/c", "finish", 0.5, fire)  # planned anew: only the later one runs
+    agent._cancel("x/b", "finish")
+    assert len(agent._ticks) <= ticks + 2
+    assert agent._has("x/a", "finish")
+    assert not agent._has("x/b", "finish")
+    with anyio.fail_after(5):
+        await both.wait()
+        await anyio.sleep(0.05)  # nothing else comes
+    assert fired == ["x/a", "x/c"]
+    assert not agent._has("x/c", "finish")
