@@ -35,6 +35,16 @@ class Taint(msgspec.Struct, frozen=True, array_like=True, gc=False):
     value: str = ""
 
 
+class Toleration(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A pod toleration: an empty key with ``Exists`` tolerates every taint, an empty effect
+    every effect."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
 class KObject(msgspec.Struct, frozen=True, array_like=True, gc=False, tag_field="kind"):
     """Metadata every slim object carries. Timestamps are Unix milliseconds."""
 
@@ -79,8 +89,10 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # When the Ready condition last changed (ms, its lastTransitionTime); None without one.
     # The Job reconciler holds back a drop of `status.ready` for a grace window from it.
     ready_changed: int | None = None
-    # spec.nodeSelector: where JobSet exclusive placement sent a follower pod (spec B6).
+    # spec.nodeSelector: where JobSet exclusive placement sent a follower pod (spec B6), and
+    # with the tolerations, which nodes the gang scheduler may bind a member to.
     node_selector: dict[str, str] = {}
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def ready(self) -> bool:
@@ -198,6 +210,13 @@ class _SchedulingGroup(msgspec.Struct, rename="camel"):
     pod_group_name: str = ""
 
 
+class _Toleration(msgspec.Struct, rename="camel"):
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
 class _PodSpec(msgspec.Struct, rename="camel"):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
@@ -209,6 +228,7 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     scheduling_group: _SchedulingGroup | None = None
     termination_grace_period_seconds: int | None = None
     node_selector: dict[str, str] | None = None
+    tolerations: list[_Toleration] | None = None
 
 
 class _Condition(msgspec.Struct, rename="camel"):
@@ -420,6 +440,10 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         finished=finished,
         ready_changed=ready_changed,
         node_selector=spec.node_selector or {},
+        tolerations=tuple(
+            Toleration(t.key, t.operator or "Equal", t.value, t.effect)
+            for t in spec.tolerations or ()
+        ),
     )
 
 

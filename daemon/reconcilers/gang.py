@@ -506,7 +506,7 @@ class GangReconciler:
         short = short_room(view, pods, None if restrict else level)
         if short is not None:
             return short
-        wanted = pod_set(spec.name, len(pods), max_requests(pods), request)
+        wanted = pod_set(spec.name, len(pods), max_requests(pods), request, pods[0])
         slots = fit(view, levels, wanted, pods, restrict)
         if isinstance(slots, str) and restrict:
             where = ",".join(value for _, value in restrict)

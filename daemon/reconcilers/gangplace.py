@@ -25,11 +25,13 @@ from daemon.placement import (
     NodeInfo,
     PodSetRequest,
     Taint,
+    Toleration,
     TopologyAssignment,
     build_topology,
     place_on,
 )
 from daemon.placement import Topology as Tree
+from daemon.placement.counts import untolerated_taint
 from daemon.placement.validation import first_problem
 from daemon.reconcilers.gangspec import TopologyRequest
 from events.objects import Node, Pod
@@ -70,14 +72,29 @@ def _add(into: Amounts, requests: Mapping[str, int], pods: int = 1) -> None:
 
 
 def eligible(node: NodeInfo, levels: Sequence[str]) -> bool:
-    """Nodes a member may be bound to: what the placement tree takes in, less nodes with a
-    taint that keeps pods away (members' tolerations are not in the slim pod, so none is
-    tolerated)."""
-    return (
-        node.ready
-        and not node.unschedulable
-        and all(level in node.labels for level in levels)
-        and not any(t.effect in SCHEDULING_EFFECTS for t in node.taints)
+    """Nodes the placement tree takes in: Ready, schedulable and labelled at every level.
+    Which of them a given member may go to is `admits`."""
+    return node.ready and not node.unschedulable and all(level in node.labels for level in levels)
+
+
+def admits(node: NodeInfo, pod: Pod) -> bool:
+    """Whether `pod`'s nodeSelector matches `node` and its tolerations cover every taint of
+    the node that keeps pods away (NoSchedule, NoExecute)."""
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    return untolerated_taint(node, tolerations_of(pod)) is None
+
+
+def tolerations_of(pod: Pod) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=t.key,
+            operator="Exists" if t.operator == "Exists" else "Equal",
+            value=t.value,
+            effect=t.effect,
+        )
+        for t in pod.tolerations
     )
 
 
@@ -88,6 +105,7 @@ class PlacedTree:
         self.levels = levels
         self.infos = infos
         self.tree: Tree = build_topology(levels, infos)
+        self.tainted = any(t.effect in SCHEDULING_EFFECTS for info in infos for t in info.taints)
         self._by_values: dict[tuple[str, ...], dict[tuple[str, ...], list[NodeInfo]]] = {}
         self._leaves: dict[str, int] | None = None
 
@@ -307,7 +325,9 @@ def levels_for(configured: tuple[str, ...], request: TopologyRequest) -> tuple[s
     return (key,) if key == HOSTNAME_LABEL else (key, HOSTNAME_LABEL)
 
 
-def pod_set(name: str, count: int, requests: Amounts, request: TopologyRequest) -> PodSetRequest:
+def pod_set(
+    name: str, count: int, requests: Amounts, request: TopologyRequest, model: Pod | None = None
+) -> PodSetRequest:
     unconstrained = request.unconstrained or (
         request.required is None and request.preferred is None and request.slice_level is None
     )
@@ -319,6 +339,8 @@ def pod_set(name: str, count: int, requests: Amounts, request: TopologyRequest) 
         preferred=request.preferred,
         unconstrained=unconstrained and request.required is None and request.preferred is None,
         slice_layers=((request.slice_level, request.slice_size),) if request.slice_level else (),
+        tolerations=tolerations_of(model) if model is not None else (),
+        node_selector=dict(model.node_selector) if model is not None else {},
     )
 
 
@@ -340,12 +362,19 @@ def expand(
     assignment: TopologyAssignment,
     requests: Mapping[str, int],
     taken: dict[str, Amounts],
+    model: Pod | None = None,
 ) -> list[str] | str:
     """Concrete nodes for an assignment's per-domain counts: within each domain, nodes in
-    name order, first fit against what is free on each (less `taken`, which grows). A domain
-    merged from several nodes (a lowest level that is not the hostname) may have the room in
-    sum but not on any one node; that is a failure, never an overcommitted node."""
+    name order that admit the members (`model`'s nodeSelector and tolerations), first fit
+    against what is free on each (less `taken`, which grows). A domain merged from several
+    nodes (a lowest level that is not the hostname) may have the room in sum but not on any
+    one node that admits them; that is a failure, never an overcommitted node."""
     index = placed.nodes_in(assignment.levels)
+    if model is not None and (model.node_selector or model.tolerations or placed.tainted):
+        index = {
+            values: [info for info in infos if admits(info, model)]
+            for values, infos in index.items()
+        }
     vector = [(name, amount) for name, amount in requests.items() if amount > 0]
     vector.append(("pods", 1))
     nodes: list[str] = []
@@ -388,7 +417,7 @@ def fit(
     result = place_on(placed.tree, [request])
     if not result.admitted or result.assignments is None:
         return f"TopologyPlacementFailed: {describe(request)}: {result.reason}"
-    nodes = expand(placed, result.assignments[request.name], request.requests, {})
+    nodes = expand(placed, result.assignments[request.name], request.requests, {}, pods[0])
     if isinstance(nodes, str):
         return nodes
     return list(zip(pods, nodes, strict=True))

@@ -29,6 +29,7 @@ from daemon.reconcilers.gangplace import (
     Slots,
     eligible,
     expand,
+    tolerations_of,
 )
 from daemon.reconcilers.gangspec import GangSpecError
 from events.objects import Pod
@@ -115,6 +116,8 @@ def _requests(demands: Sequence[Demand], units: int, level: str) -> list[PodSetR
             count=units * d.role.weight,
             requests=dict(d.requests),
             required=level,
+            tolerations=tolerations_of(d.pods[0]),
+            node_selector=dict(d.pods[0].node_selector),
         )
         for d in demands
     ]
@@ -188,6 +191,7 @@ def place_units(
                 assignments[demand.role.name],
                 demand.requests,
                 taken,
+                demand.pods[0],
             )
             if isinstance(nodes, str):
                 return nodes

@@ -18,6 +18,7 @@ from events.objects import (
     Pod,
     PodGroup,
     Taint,
+    Toleration,
     Workload,
     decode_object,
     decode_object_dict,
@@ -94,6 +95,7 @@ def test_realistic_pod_decodes_every_field() -> None:
         exit_codes={},
         grace_seconds=30,
         ready_changed=CREATED_MS + 15_000,
+        tolerations=(Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),),
     )
 
 
