@@ -20,7 +20,7 @@ async def main() -> int:
     await cluster.run(table)
     await sim_pods.run(table)
     jobset.run(table)
-    await gang.run(table, 1_500)
+    await gang.run(table)
     print()
     print(table.render())
     return 1 if table.missed else 0
