@@ -13,7 +13,7 @@ preempted       ``Preempt*`` (Preempted, Preempting, PreemptLowerPriority...),
 restarted       ``Restart*`` (RestartInPlace, RestartAllContainers, RestartJobSet...),
                 PodsReadyTimeout, LeaderLost, Requeued
 admitted        Admitted, Extended, Scheduled, ``Admit*``
-not-admitted    NotAdmitted, NotEnoughMembers, BindingsInFlight, WaitingForLeader,
+not-admitted    NotAdmitted, NotEnoughMembers, BindingsInFlight (older logs), WaitingForLeader,
                 WaitingForWorkload, InvalidRequest, InvalidSpec, SchedulerNameMismatch,
                 TopologyPlacementFailed, NodeAssignmentFailed, InsufficientRoom,
                 ``*Unschedulable``
