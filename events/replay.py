@@ -140,7 +140,7 @@ def occupancy(topology: Topology, depth: int) -> dict[str, dict[str, dict[str, i
             continue
         result[domain] = {
             "capacity": dict(topology.capacity[domain]),
-            "used": dict(topology.used.get(domain, {})),
+            "used": topology.used_of(domain),
         }
     return result
 

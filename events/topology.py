@@ -1,11 +1,13 @@
 """The topology tree (block → rack → host by default) with capacity and usage per domain.
 
 Kept incrementally: a node joining, leaving or changing moves only its own contribution up
-its path, and a pod binding or finishing moves only its requests. Domain ids are the label
-values from the widest level down, joined by ``,`` as Kueue does, prefixed with the cluster:
-``cluster/b1,r1,h1``. Nodes take part only when Ready, schedulable and labelled at every
-level (Kueue's rule); pods on other nodes are still charged to those nodes, so a node that
-becomes Ready later brings its true usage with it.
+its path, and a pod binding or finishing moves only its requests. A leaf domain's usage is
+the usage of its nodes (`node_used`, usually one node per leaf) and is not stored a second
+time: every bind and finish would otherwise pay for two copies of the same amounts. Domain
+ids are the label values from the widest level down, joined by ``,`` as Kueue does,
+prefixed with the cluster: ``cluster/b1,r1,h1``. Nodes take part only when Ready,
+schedulable and labelled at every level (Kueue's rule); pods on other nodes are still
+charged to those nodes, so a node that becomes Ready later brings its true usage with it.
 """
 
 from __future__ import annotations
@@ -78,18 +80,43 @@ class Topology(msgspec.Struct):
     # Usage per node key, for every node a bound pod names (participating or not).
     node_used: dict[str, Amounts] = {}
     capacity: dict[str, Amounts] = {}
+    # Usage of the domains above the leaves; a leaf's is its nodes' `node_used` (`used_of`).
     used: dict[str, Amounts] = {}
     members: dict[str, int] = {}
+    # Leaf domain -> the participating nodes under it (one, unless levels stop above hosts).
+    leaf_nodes: dict[str, set[str]] = {}
     charges: dict[str, Charge] = {}
     # node key -> keys of the pods charged to it.
     node_pods: dict[str, set[str]] = {}
 
     # -- queries ----------------------------------------------------------------------------
 
+    def used_of(self, domain: str) -> Amounts:
+        """Usage of any domain, leaves included (a new dict)."""
+        nodes = self.leaf_nodes.get(domain)
+        if nodes is None:
+            return dict(self.used.get(domain, {}))
+        used: Amounts = {}
+        node_used = self.node_used
+        for node in nodes:
+            for name, value in node_used.get(node, {}).items():
+                used[name] = used.get(name, 0) + value
+        return used
+
+    def domain_usage(self) -> dict[str, Amounts]:
+        """Usage of every domain that has any, leaves included: what `used` would hold if it
+        kept the leaves too."""
+        usage = {domain: dict(amounts) for domain, amounts in self.used.items()}
+        for leaf in self.leaf_nodes:
+            used = self.used_of(leaf)
+            if used:
+                usage[leaf] = used
+        return usage
+
     def free(self, domain: str) -> Amounts:
         """Capacity minus usage of a domain (negative where it is overcommitted)."""
         free = dict(self.capacity.get(domain, {}))
-        for name, value in self.used.get(domain, {}).items():
+        for name, value in self.used_of(domain).items():
             free[name] = free.get(name, 0) - value
         return free
 
@@ -133,22 +160,40 @@ class Topology(msgspec.Struct):
             del self.paths[node_key]
             for domain in old_path:
                 _add(self.capacity, domain, old_capacity, -1)
-                if used:
-                    _add(self.used, domain, used, -1)
                 remaining = self.members[domain] - 1
                 if remaining:
                     self.members[domain] = remaining
                 else:
                     del self.members[domain]
+            if used:
+                for domain in old_path[:-1]:
+                    _add(self.used, domain, used, -1)
         if new_path is not None and new_capacity is not None:
             self.paths[node_key] = new_path
             self.node_capacity[node_key] = new_capacity
             for domain in new_path:
                 _add(self.capacity, domain, new_capacity, 1)
-                if used:
-                    _add(self.used, domain, used, 1)
                 self.members[domain] = self.members.get(domain, 0) + 1
+            if used:
+                for domain in new_path[:-1]:
+                    _add(self.used, domain, used, 1)
+        reindex(
+            self.leaf_nodes,
+            node_key,
+            old_path[-1] if old_path else None,
+            new_path[-1] if new_path else None,
+        )
         return True
+
+    def upgrade(self) -> None:
+        """Bring a topology decoded from an older snapshot, which kept each leaf's usage in
+        `used` and had no `leaf_nodes`, to the current representation."""
+        if self.leaf_nodes or not self.paths:
+            return
+        for node_key, path in self.paths.items():
+            self.leaf_nodes.setdefault(path[-1], set()).add(node_key)
+        for leaf in self.leaf_nodes:
+            self.used.pop(leaf, None)
 
     def charge_pod(self, cluster: str, pod_key: str, pod: Pod | None) -> bool:
         """Account for a pod's usage: bound and not terminal pods take their requests from
@@ -178,7 +223,11 @@ class Topology(msgspec.Struct):
         return True
 
     def _move(self, charge: Charge, sign: int) -> None:
-        _add_pod(self.node_used, charge.node, charge.requests, sign)
-        used = self.used
-        for domain in self.paths.get(charge.node, ()):
-            _add_pod(used, domain, charge.requests, sign)
+        node = charge.node
+        requests = charge.requests
+        _add_pod(self.node_used, node, requests, sign)
+        path = self.paths.get(node)
+        if path is not None:
+            used = self.used
+            for domain in path[:-1]:  # the leaf's usage is node_used's
+                _add_pod(used, domain, requests, sign)

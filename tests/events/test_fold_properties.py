@@ -466,7 +466,12 @@ def assert_matches_reference(state: State) -> None:
     assert topology.paths == expected.paths
     assert topology.node_capacity == {key: state.nodes[key].allocatable for key in expected.paths}
     assert topology.capacity == expected.capacity
-    assert topology.used == expected.used
+    assert topology.domain_usage() == expected.used
+    leaves: dict[str, set[str]] = {}
+    for node_key, path in expected.paths.items():
+        leaves.setdefault(path[-1], set()).add(node_key)
+    assert topology.leaf_nodes == leaves
+    assert not set(topology.used) & set(leaves)  # a leaf's usage is only its nodes' node_used
     assert topology.members == expected.members
     assert topology.node_used == expected.node_used
     assert set(topology.charges) == expected.charged
@@ -500,4 +505,4 @@ def test_topology_equals_recomputation(stream: Stream) -> None:
     topology = state.topology
     assert (topology.paths, topology.node_capacity, topology.node_used) == ({}, {}, {})
     assert (topology.capacity, topology.used, topology.members) == ({}, {}, {})
-    assert topology.charges == {}
+    assert (topology.charges, topology.leaf_nodes) == ({}, {})

@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from msgspec.structs import replace
 
 from events.objects import Node, Pod, object_key
+from events.state import State, decode_state, encode_state
 from events.topology import Charge, Topology
 from tests.events.builders import BLOCK, GPU, HOST, RACK, make_node, make_pod
 
@@ -80,13 +82,19 @@ def apply(topology: Topology, steps: list[Step]) -> Topology:
 
 
 def assert_canonical(topology: Topology) -> None:
-    """Equal usage has one representation: no zero amounts, no empty maps, no zero counts."""
+    """Equal usage has one representation: no zero amounts, no empty maps, no zero counts, and
+    a leaf's usage only in its nodes' `node_used`."""
     for table in (topology.capacity, topology.used, topology.node_used):
         for amounts in table.values():
             assert amounts
             assert all(amounts.values())
     assert all(count > 0 for count in topology.members.values())
     assert set(topology.paths) == set(topology.node_capacity)
+    leaves: dict[str, set[str]] = {}
+    for node_key, node_path in topology.paths.items():
+        leaves.setdefault(node_path[-1], set()).add(node_key)
+    assert topology.leaf_nodes == leaves
+    assert not set(topology.used) & set(leaves)
 
 
 def path(cluster: str, *values: str) -> list[str]:
@@ -388,7 +396,9 @@ SCENARIOS = [
 def test_scenario(steps: list[Step], expect: Expect) -> None:
     topology = apply(Topology(), steps)
     assert topology.capacity == expect.capacity
-    assert topology.used == expect.used
+    assert topology.domain_usage() == expect.used
+    for domain in {*expect.used, *expect.capacity}:
+        assert topology.used_of(domain) == expect.used.get(domain, {})
     assert topology.members == expect.members
     assert topology.node_used == expect.node_used
     assert_canonical(topology)
@@ -469,8 +479,10 @@ def test_custom_levels_charge_pods_to_merged_leaf() -> None:
         Topology(levels=(BLOCK, RACK)),
         [node("n1"), node("n2"), pod("p1", "n1"), pod("p2", "n2")],
     )
-    assert topology.used == {B1: times(P, 2), R1: times(P, 2)}
+    assert topology.domain_usage() == {B1: times(P, 2), R1: times(P, 2)}
+    assert topology.used == {B1: times(P, 2)}  # the leaf's usage is its nodes'
     assert topology.free(R1) == plus(times(A, 2), times(P, -2))
+    assert_canonical(topology)
 
 
 @pytest.mark.parametrize(
@@ -585,3 +597,20 @@ def test_which_pods_are_charged(
     expected = {"c1/ns/p": Charge(N1, REQ)} if charged else {}
     assert topology.charges == expected
     assert topology.node_used == ({N1: P} if charged else {})
+
+
+@pytest.mark.parametrize(
+    "levels",
+    [pytest.param((BLOCK, RACK, HOST), id="hosts"), pytest.param((BLOCK, RACK), id="racks")],
+)
+def test_snapshot_that_kept_leaf_usage_in_used_loads(levels: tuple[str, ...]) -> None:
+    """Snapshots written before leaves stopped having their own `used` entry (and before
+    `leaf_nodes`) load into the current representation, equal to a fresh fold."""
+    steps: list[Step] = [node("n1"), node("n2"), node("n3", rack="r2"), pod("p1", "n1")]
+    steps += [pod("p2", "n2"), pod("p3", "n3", requests={GPU: 2})]
+    topology = apply(Topology(levels=levels), steps)
+    old = replace(topology, used=topology.domain_usage(), leaf_nodes={})
+    assert old.used != topology.used
+    loaded = decode_state(encode_state(State(topology=old))).topology
+    assert loaded == topology
+    assert_canonical(loaded)
