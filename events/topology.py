@@ -64,11 +64,12 @@ def _add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: in
             del table[domain]
 
 
-class Charge(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """What one pod takes from one node: its effective requests plus one `pods`."""
-
-    node: str
-    requests: Amounts
+def charge_of(cluster: str, pod: Pod | None) -> tuple[str, Amounts] | None:
+    """What a pod takes from its node, as (node key, requests; plus one `pods`): bound and not
+    terminal pods take their requests, other pods nothing (None)."""
+    if pod is None or not pod.node_name or pod.phase in TERMINAL_PHASES:
+        return None
+    return f"{cluster}//{pod.node_name}", pod.requests
 
 
 class Topology(msgspec.Struct):
@@ -85,8 +86,8 @@ class Topology(msgspec.Struct):
     members: dict[str, int] = {}
     # Leaf domain -> the participating nodes under it (one, unless levels stop above hosts).
     leaf_nodes: dict[str, set[str]] = {}
-    charges: dict[str, Charge] = {}
-    # node key -> keys of the pods charged to it.
+    # node key -> keys of the pods charged to it. (What each pod takes is not kept a second
+    # time: the caller's previous version of the pod says it, see `charge_pod`.)
     node_pods: dict[str, set[str]] = {}
 
     # -- queries ----------------------------------------------------------------------------
@@ -195,36 +196,31 @@ class Topology(msgspec.Struct):
         for leaf in self.leaf_nodes:
             self.used.pop(leaf, None)
 
-    def charge_pod(self, cluster: str, pod_key: str, pod: Pod | None) -> bool:
-        """Account for a pod's usage: bound and not terminal pods take their requests from
-        their node (node keys are ``cluster//name``). Returns whether any usage moved."""
-        old = self.charges.get(pod_key)
-        if pod is not None and pod.node_name and pod.phase not in TERMINAL_PHASES:
-            node = f"{cluster}//{pod.node_name}"
-            if old is not None and old.node == node and old.requests == pod.requests:
+    def charge_pod(self, cluster: str, pod_key: str, old: Pod | None, pod: Pod | None) -> bool:
+        """Account for a pod changing from `old` to `pod` (either None: not there): bound and
+        not terminal pods take their requests from their node (node keys are
+        ``cluster//name``). `old` must be the version last passed as `pod` for this key, which
+        the fold has at hand anyway; keeping a copy of every charge here cost a lookup at
+        every pod event and more memory. Returns whether any usage moved."""
+        before = old is not None and old.node_name != "" and old.phase not in TERMINAL_PHASES
+        after = pod is not None and pod.node_name != "" and pod.phase not in TERMINAL_PHASES
+        if before and after:
+            # Most pod events (Running, readiness, a new resourceVersion) move nothing.
+            if old.node_name == pod.node_name and old.requests == pod.requests:  # type: ignore[union-attr]
                 return False
-            wanted: Charge | None = Charge(node, pod.requests)
-        elif old is None:
+        elif not before and not after:
             return False
-        else:
-            wanted = None
-        if old is not None:
-            del self.charges[pod_key]
-            self._move(old, -1)
-        if wanted is not None:
-            self.charges[pod_key] = wanted
-            self._move(wanted, 1)
-        reindex(
-            self.node_pods,
-            pod_key,
-            old.node if old is not None else None,
-            wanted.node if wanted is not None else None,
-        )
+        old_node = new_node = None
+        if before:
+            old_node = f"{cluster}//{old.node_name}"  # type: ignore[union-attr]
+            self._move(old_node, old.requests, -1)  # type: ignore[union-attr]
+        if after:
+            new_node = f"{cluster}//{pod.node_name}"  # type: ignore[union-attr]
+            self._move(new_node, pod.requests, 1)  # type: ignore[union-attr]
+        reindex(self.node_pods, pod_key, old_node, new_node)
         return True
 
-    def _move(self, charge: Charge, sign: int) -> None:
-        node = charge.node
-        requests = charge.requests
+    def _move(self, node: str, requests: Amounts, sign: int) -> None:
         _add_pod(self.node_used, node, requests, sign)
         path = self.paths.get(node)
         if path is not None:

@@ -474,11 +474,10 @@ def assert_matches_reference(state: State) -> None:
     assert not set(topology.used) & set(leaves)  # a leaf's usage is only its nodes' node_used
     assert topology.members == expected.members
     assert topology.node_used == expected.node_used
-    assert set(topology.charges) == expected.charged
+    assert {key for keys in topology.node_pods.values() for key in keys} == expected.charged
     for key in expected.charged:
         pod = state.pods[key]
-        assert topology.charges[key].node == f"{key.split('/', 1)[0]}//{pod.node_name}"
-        assert topology.charges[key].requests == pod.requests
+        assert key in topology.node_pods[f"{key.split('/', 1)[0]}//{pod.node_name}"]
     # Nothing is left behind as a zero: equal usage has exactly one representation.
     for table in (topology.capacity, topology.used, topology.node_used):
         for amounts in table.values():
@@ -505,4 +504,4 @@ def test_topology_equals_recomputation(stream: Stream) -> None:
     topology = state.topology
     assert (topology.paths, topology.node_capacity, topology.node_used) == ({}, {}, {})
     assert (topology.capacity, topology.used, topology.members) == ({}, {}, {})
-    assert (topology.charges, topology.leaf_nodes) == ({}, {})
+    assert (topology.node_pods, topology.leaf_nodes) == ({}, {})

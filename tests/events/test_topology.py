@@ -14,7 +14,7 @@ from msgspec.structs import replace
 
 from events.objects import Node, Pod, object_key
 from events.state import State, decode_state, encode_state
-from events.topology import Charge, Topology
+from events.topology import Topology, charge_of
 from tests.events.builders import BLOCK, GPU, HOST, RACK, make_node, make_pod
 
 Amounts = dict[str, int]
@@ -66,6 +66,7 @@ Step = NodeUp | NodeGone | PodUp | PodGone
 
 
 def apply(topology: Topology, steps: list[Step]) -> Topology:
+    pods: dict[str, Pod] = {}  # what the fold's pod table would hold: each pod's last version
     for step in steps:
         if isinstance(step, NodeUp):
             key = object_key(step.cluster, "", step.node.name)
@@ -74,10 +75,11 @@ def apply(topology: Topology, steps: list[Step]) -> Topology:
             topology.set_node(step.cluster, object_key(step.cluster, "", step.name), None)
         elif isinstance(step, PodUp):
             key = object_key(step.cluster, step.pod.namespace, step.pod.name)
-            topology.charge_pod(step.cluster, key, step.pod)
+            topology.charge_pod(step.cluster, key, pods.get(key), step.pod)
+            pods[key] = step.pod
         else:
             key = object_key(step.cluster, step.namespace, step.name)
-            topology.charge_pod(step.cluster, key, None)
+            topology.charge_pod(step.cluster, key, pods.pop(key, None), None)
     return topology
 
 
@@ -403,7 +405,7 @@ def test_scenario(steps: list[Step], expect: Expect) -> None:
     assert topology.node_used == expect.node_used
     assert_canonical(topology)
     if expect == NOTHING:
-        assert (topology.paths, topology.node_capacity, topology.charges) == ({}, {}, {})
+        assert (topology.paths, topology.node_capacity, topology.node_pods) == ({}, {}, {})
 
 
 @pytest.mark.parametrize(
@@ -568,12 +570,27 @@ def test_set_node_reports_moves(before: Node | None, after: Node | None, moved: 
         ),
         pytest.param(make_pod("p"), make_pod("p", rv="2"), False, id="unbound-stays-unbound"),
         pytest.param(make_pod("p", node="n1"), None, True, id="delete"),
+        pytest.param(None, make_pod("p"), False, id="create-unbound"),
+        pytest.param(make_pod("p", node="n1", phase="Failed"), None, False, id="delete-finished"),
+        pytest.param(make_pod("p", node="n1"), make_pod("p", node="n2"), True, id="other-node"),
+        pytest.param(
+            make_pod("p", node="n1", requests={"cpu": 1}),
+            make_pod("p", node="n1", requests={"cpu": 2}),
+            True,
+            id="resize",
+        ),
+        pytest.param(
+            make_pod("p", node="n1", phase="Failed"),
+            make_pod("p", node="n1", phase="Succeeded"),
+            False,
+            id="finished-stays-finished",
+        ),
     ],
 )
 def test_charge_pod_reports_moves(before: Pod | None, after: Pod | None, moved: bool) -> None:
     topology = Topology()
-    topology.charge_pod("c1", "c1/ns/p", before)
-    assert topology.charge_pod("c1", "c1/ns/p", after) is moved
+    topology.charge_pod("c1", "c1/ns/p", None, before)
+    assert topology.charge_pod("c1", "c1/ns/p", before, after) is moved
 
 
 @pytest.mark.parametrize(
@@ -593,9 +610,9 @@ def test_which_pods_are_charged(
 ) -> None:
     topology = Topology()
     p = make_pod("p", node=node_name, phase=phase, requests=REQ, deletion_ts=deletion_ts)
-    topology.charge_pod("c1", "c1/ns/p", p)
-    expected = {"c1/ns/p": Charge(N1, REQ)} if charged else {}
-    assert topology.charges == expected
+    topology.charge_pod("c1", "c1/ns/p", None, p)
+    assert charge_of("c1", p) == ((N1, REQ) if charged else None)
+    assert topology.node_pods == ({N1: {"c1/ns/p"}} if charged else {})
     assert topology.node_used == ({N1: P} if charged else {})
 
 
