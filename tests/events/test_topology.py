@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 
@@ -622,12 +623,16 @@ def test_which_pods_are_charged(
 )
 def test_snapshot_that_kept_leaf_usage_in_used_loads(levels: tuple[str, ...]) -> None:
     """Snapshots written before leaves stopped having their own `used` entry (and before
-    `leaf_nodes`) load into the current representation, equal to a fresh fold."""
+    `leaf_nodes`, and with a `charges` table) load into the current representation, equal to
+    a fresh fold."""
     steps: list[Step] = [node("n1"), node("n2"), node("n3", rack="r2"), pod("p1", "n1")]
     steps += [pod("p2", "n2"), pod("p3", "n3", requests={GPU: 2})]
     topology = apply(Topology(levels=levels), steps)
     old = replace(topology, used=topology.domain_usage(), leaf_nodes={})
     assert old.used != topology.used
-    loaded = decode_state(encode_state(State(topology=old))).topology
+    # They also held each bound pod's Charge, [node key, requests].
+    body = msgspec.msgpack.decode(encode_state(State(topology=old)))
+    body["topology"]["charges"] = {"c1/ns/p1": [N1, REQ], "c1/ns/p2": [N2, REQ]}
+    loaded = decode_state(msgspec.msgpack.encode(body)).topology
     assert loaded == topology
     assert_canonical(loaded)
