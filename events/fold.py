@@ -15,6 +15,7 @@ from events.index import reindex
 from events.objects import KINDS, TERMINAL_PHASES, Job, Node, Pod, PodGroup, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
+from events.topology import charge_of
 
 Dirty = set[str]
 
@@ -64,12 +65,14 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         old = table.get(key)
         table[key] = current = obj
     if cls is Pod:
-        moved = state.topology.charge_pod(cluster, key, current)  # type: ignore[arg-type]
+        moved = state.topology.charge_pod(cluster, key, old, current)  # type: ignore[arg-type]
         if old is None or current is None or old.owners != obj.owners:
             _index_child(state, cluster, key, old, current)
         if old is None or current is None or old.pod_group != obj.pod_group:  # type: ignore[union-attr]
             gangs.pod_changed(state, cluster, key, old, current)  # type: ignore[arg-type]
-        if dirty is not None and moved and state.gang_queue and key not in state.topology.charges:
+        if (
+            dirty is not None and state.gang_queue and moved and charge_of(cluster, current) is None  # type: ignore[arg-type]
+        ):
             # The pod stopped taking room: gangs waiting for room there may fit now.
             gangs.wake(state, cluster, dirty)
         # Only a pod new to the state, or a change that can finish a pod for its Job's

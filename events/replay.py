@@ -122,7 +122,7 @@ def rebuilt_topology(state: State, levels: tuple[str, ...]) -> Topology:
     for key, node in state.nodes.items():
         topology.set_node(key.split("/", 1)[0], key, node)
     for key, pod in state.pods.items():
-        topology.charge_pod(key.split("/", 1)[0], key, pod)
+        topology.charge_pod(key.split("/", 1)[0], key, None, pod)
     return topology
 
 
@@ -140,7 +140,7 @@ def occupancy(topology: Topology, depth: int) -> dict[str, dict[str, dict[str, i
             continue
         result[domain] = {
             "capacity": dict(topology.capacity[domain]),
-            "used": dict(topology.used.get(domain, {})),
+            "used": topology.used_of(domain),
         }
     return result
 

@@ -151,4 +151,7 @@ def encode_state(state: State) -> bytes:
 
 
 def decode_state(body: bytes) -> State:
-    return _STATE_DECODER.decode(body)
+    """State from a snapshot body, older snapshots brought to the current representation."""
+    state = _STATE_DECODER.decode(body)
+    state.topology.upgrade()
+    return state

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -40,12 +41,16 @@ from events.schema import Event, decode_event, encode_event, event_ref
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _TABLES: Final = frozenset({"events", "snapshots", "schema_migrations"})
 _INSERT: Final = "INSERT INTO events (seq, at, ref, body) VALUES (?, ?, ?, ?)"
+# Rows per INSERT statement: one sqlite3_step per statement instead of one per row took about
+# a sixth off the insert when measured; longer statements gained nothing more.
+_ROWS_PER_INSERT: Final = 64
+_INSERT_MANY: Final = "INSERT INTO events (seq, at, ref, body) VALUES " + ", ".join(
+    ["(?, ?, ?, ?)"] * _ROWS_PER_INSERT
+)
 _RANGE: Final = "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
 _MAX_SEQ: Final = 2**63 - 1
 # Rows per read query: enough to make the round trip to SQLite's thread negligible.
 _READ_BATCH: Final = 1_000
-
-_Row = tuple[int, str | None, bytes]
 
 
 class LogError(Exception):
@@ -87,10 +92,17 @@ class Stats:
 
 
 class _Append:
-    __slots__ = ("done", "error", "first", "rows")
+    """One producer's events, encoded, as the columns of their rows.
 
-    def __init__(self, rows: list[_Row]) -> None:
-        self.rows = rows
+    Columns rather than a tuple per row: a batch then allocates three lists instead of ten
+    thousand tuples, which kept the garbage collector busy during every append."""
+
+    __slots__ = ("ats", "bodies", "done", "error", "first", "refs")
+
+    def __init__(self, ats: list[int], refs: list[str | None], bodies: list[bytes]) -> None:
+        self.ats = ats
+        self.refs = refs
+        self.bodies = bodies
         self.done = anyio.Event()
         self.first = 0
         self.error: LogError | None = None
@@ -213,8 +225,12 @@ class EventLog:
             return []
         if self._send is None:
             raise RuntimeError(f"{self._name}: log is open read-only")
-        # Encoding here, in the producer, overlaps with the writer thread's inserts.
-        item = _Append([(e.at, event_ref(e), encode_event(e)) for e in events])
+        # Encoded here, by the producer: the writer task only binds rows and steps SQLite.
+        item = _Append(
+            [e.at for e in events],
+            [event_ref(e) for e in events],
+            [encode_event(e) for e in events],
+        )
         try:
             await self._send.send(item)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -222,7 +238,7 @@ class EventLog:
         await item.done.wait()
         if item.error is not None:
             raise item.error
-        return list(range(item.first, item.first + len(item.rows)))
+        return list(range(item.first, item.first + len(item.bodies)))
 
     async def _write_loop(self, receive: MemoryObjectReceiveStream[_Append]) -> None:
         # Shielded: on cancellation the owner closes the stream and this still commits what
@@ -230,14 +246,14 @@ class EventLog:
         with anyio.CancelScope(shield=True), receive:
             async for first in receive:
                 batch = [first]
-                size = len(first.rows)
+                size = len(first.bodies)
                 while size < self._max_batch:
                     try:
                         item = receive.receive_nowait()
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                     batch.append(item)
-                    size += len(item.rows)
+                    size += len(item.bodies)
                 await self._commit(batch)
 
     async def _commit(self, batch: list[_Append]) -> None:
@@ -256,19 +272,28 @@ class EventLog:
     async def _transaction(self, batch: list[_Append]) -> None:
         writer = cast(aiosqlite.Connection, self._writer)
         first = next_seq = self._last_seq + 1
-        rows: list[tuple[int, int, str | None, bytes]] = []
+        rows: list[Iterator[tuple[int, int, str | None, bytes]]] = []
         for item in batch:
             item.first = next_seq
-            rows += [
-                (seq, at, ref, body)
-                for seq, (at, ref, body) in enumerate(item.rows, start=next_seq)
-            ]
-            next_seq += len(item.rows)
+            next_seq += len(item.bodies)
+            rows.append(
+                zip(range(item.first, next_seq), item.ats, item.refs, item.bodies, strict=True)
+            )
+        # Every row's (seq, at, ref, body) in one flat list, built without a Python-level loop.
+        flat: list[Any] = list(chain.from_iterable(chain.from_iterable(rows)))
+        count = next_seq - first
+        width = 4 * _ROWS_PER_INSERT
+        whole = count - count % _ROWS_PER_INSERT
+        statements = [flat[i : i + width] for i in range(0, 4 * whole, width)]
+        rest = [flat[i : i + 4] for i in range(4 * whole, len(flat), 4)]
         async with self._write_lock:
             try:
-                # The writer connection's isolation_level makes executemany open the
+                # The writer connection's isolation_level makes the first statement open the
                 # transaction (BEGIN IMMEDIATE) itself: one round trip to its thread fewer.
-                await writer.executemany(_INSERT, rows)
+                if statements:
+                    await writer.executemany(_INSERT_MANY, statements)
+                if rest:
+                    await writer.executemany(_INSERT, rest)
                 await writer.commit()
             except Exception as exc:
                 self.stats.failed_transactions += 1
@@ -279,7 +304,7 @@ class EventLog:
         self._last_seq = next_seq - 1
         self.stats.transactions += 1
         self.stats.appends += len(batch)
-        self.stats.events += len(rows)
+        self.stats.events += count
 
     async def _recover(self, writer: aiosqlite.Connection) -> None:
         with suppress(sqlite3.Error):

@@ -30,7 +30,7 @@ from events.replay import Progress, iso_time, natural_key, rebuild
 from events.schema import Decided, Observed
 from events.state import State
 from events.store import EventLog
-from events.topology import DEFAULT_LEVELS
+from events.topology import DEFAULT_LEVELS, charge_of
 
 GPU: Final = "nvidia.com/gpu"
 # Bounds on what a page carries, so that a huge log still gives a page a browser opens: past
@@ -213,7 +213,6 @@ async def timeline(
     if chosen == state.seq:
         recorder.picture = initial
     folded = 0
-    topology = state.topology
     async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
         for seq, event in batch:
             if type(event) is Observed:
@@ -221,13 +220,13 @@ async def timeline(
                 key = f"{event.cluster}/{obj.namespace}/{obj.name}"
                 if type(obj) is Pod:
                     old_pod = state.pods.get(key)
-                    old = topology.charges.get(key)
+                    old = charge_of(event.cluster, old_pod)
                     fold(state, seq, event)
-                    new = topology.charges.get(key)
-                    if new is not old or (
+                    new = charge_of(event.cluster, state.pods.get(key))
+                    if new != old or (
                         new is not None and old_pod is not None and old_pod.owners != obj.owners
                     ):
-                        recorder.touch(seq, event.at, {c.node for c in (old, new) if c is not None})
+                        recorder.touch(seq, event.at, {c[0] for c in (old, new) if c is not None})
                 elif type(obj) is Node:
                     fold(state, seq, event)
                     recorder.touch(seq, event.at, (key,))

@@ -92,7 +92,7 @@ def test_modified_without_added_inserts(obj: KObject, table: str, key: str) -> N
 
 def test_deleted_unknown_object_is_a_no_op_apart_from_bookkeeping() -> None:
     state = run([observed(make_pod("ghost", node="n1", rv="9"), change="DELETED")])
-    assert (state.pods, state.topology.charges, state.topology.node_used) == ({}, {}, {})
+    assert (state.pods, state.topology.node_pods, state.topology.node_used) == ({}, {}, {})
     assert state.watermarks == {}
 
 
@@ -255,7 +255,11 @@ def test_fold_drives_the_topology() -> None:
     run([observed(make_node("n1"), change="DELETED")], state, first_seq=3)
     assert state.topology.capacity == {}
     run([observed(make_pod("p", node="n1"), change="DELETED")], state, first_seq=4)
-    assert (state.topology.used, state.topology.node_used, state.topology.charges) == ({}, {}, {})
+    assert (state.topology.domain_usage(), state.topology.node_used, state.topology.node_pods) == (
+        {},
+        {},
+        {},
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
 import pytest
 
 from events.objects import Node, Pod, object_key
-from events.topology import Charge, Topology
+from events.state import State, decode_state, encode_state
+from events.topology import Topology, charge_of
 from tests.events.builders import BLOCK, GPU, HOST, RACK, make_node, make_pod
 
 Amounts = dict[str, int]
@@ -64,6 +66,7 @@ Step = NodeUp | NodeGone | PodUp | PodGone
 
 
 def apply(topology: Topology, steps: list[Step]) -> Topology:
+    pods: dict[str, Pod] = {}  # what the fold's pod table would hold: each pod's last version
     for step in steps:
         if isinstance(step, NodeUp):
             key = object_key(step.cluster, "", step.node.name)
@@ -72,21 +75,29 @@ def apply(topology: Topology, steps: list[Step]) -> Topology:
             topology.set_node(step.cluster, object_key(step.cluster, "", step.name), None)
         elif isinstance(step, PodUp):
             key = object_key(step.cluster, step.pod.namespace, step.pod.name)
-            topology.charge_pod(step.cluster, key, step.pod)
+            topology.charge_pod(step.cluster, key, pods.get(key), step.pod)
+            pods[key] = step.pod
         else:
             key = object_key(step.cluster, step.namespace, step.name)
-            topology.charge_pod(step.cluster, key, None)
+            topology.charge_pod(step.cluster, key, pods.pop(key, None), None)
     return topology
 
 
 def assert_canonical(topology: Topology) -> None:
-    """Equal usage has one representation: no zero amounts, no empty maps, no zero counts."""
-    for table in (topology.capacity, topology.used, topology.node_used):
+    """Equal usage has one representation: no zero amounts, no empty maps, no zero counts, and
+    each domain's nodes are the nodes whose path names it."""
+    for table in (topology.capacity, topology.node_used, topology.domain_usage()):
         for amounts in table.values():
             assert amounts
             assert all(amounts.values())
     assert all(count > 0 for count in topology.members.values())
     assert set(topology.paths) == set(topology.node_capacity)
+    nodes: dict[str, set[str]] = {}
+    for node_key, node_path in topology.paths.items():
+        for domain in node_path:
+            nodes.setdefault(domain, set()).add(node_key)
+    assert topology.domain_nodes == nodes
+    assert {domain: len(keys) for domain, keys in nodes.items()} == topology.members
 
 
 def path(cluster: str, *values: str) -> list[str]:
@@ -388,12 +399,14 @@ SCENARIOS = [
 def test_scenario(steps: list[Step], expect: Expect) -> None:
     topology = apply(Topology(), steps)
     assert topology.capacity == expect.capacity
-    assert topology.used == expect.used
+    assert topology.domain_usage() == expect.used
+    for domain in {*expect.used, *expect.capacity}:
+        assert topology.used_of(domain) == expect.used.get(domain, {})
     assert topology.members == expect.members
     assert topology.node_used == expect.node_used
     assert_canonical(topology)
     if expect == NOTHING:
-        assert (topology.paths, topology.node_capacity, topology.charges) == ({}, {}, {})
+        assert (topology.paths, topology.node_capacity, topology.node_pods) == ({}, {}, {})
 
 
 @pytest.mark.parametrize(
@@ -469,8 +482,9 @@ def test_custom_levels_charge_pods_to_merged_leaf() -> None:
         Topology(levels=(BLOCK, RACK)),
         [node("n1"), node("n2"), pod("p1", "n1"), pod("p2", "n2")],
     )
-    assert topology.used == {B1: times(P, 2), R1: times(P, 2)}
+    assert topology.domain_usage() == {B1: times(P, 2), R1: times(P, 2)}
     assert topology.free(R1) == plus(times(A, 2), times(P, -2))
+    assert_canonical(topology)
 
 
 @pytest.mark.parametrize(
@@ -556,12 +570,27 @@ def test_set_node_reports_moves(before: Node | None, after: Node | None, moved: 
         ),
         pytest.param(make_pod("p"), make_pod("p", rv="2"), False, id="unbound-stays-unbound"),
         pytest.param(make_pod("p", node="n1"), None, True, id="delete"),
+        pytest.param(None, make_pod("p"), False, id="create-unbound"),
+        pytest.param(make_pod("p", node="n1", phase="Failed"), None, False, id="delete-finished"),
+        pytest.param(make_pod("p", node="n1"), make_pod("p", node="n2"), True, id="other-node"),
+        pytest.param(
+            make_pod("p", node="n1", requests={"cpu": 1}),
+            make_pod("p", node="n1", requests={"cpu": 2}),
+            True,
+            id="resize",
+        ),
+        pytest.param(
+            make_pod("p", node="n1", phase="Failed"),
+            make_pod("p", node="n1", phase="Succeeded"),
+            False,
+            id="finished-stays-finished",
+        ),
     ],
 )
 def test_charge_pod_reports_moves(before: Pod | None, after: Pod | None, moved: bool) -> None:
     topology = Topology()
-    topology.charge_pod("c1", "c1/ns/p", before)
-    assert topology.charge_pod("c1", "c1/ns/p", after) is moved
+    topology.charge_pod("c1", "c1/ns/p", None, before)
+    assert topology.charge_pod("c1", "c1/ns/p", before, after) is moved
 
 
 @pytest.mark.parametrize(
@@ -581,7 +610,27 @@ def test_which_pods_are_charged(
 ) -> None:
     topology = Topology()
     p = make_pod("p", node=node_name, phase=phase, requests=REQ, deletion_ts=deletion_ts)
-    topology.charge_pod("c1", "c1/ns/p", p)
-    expected = {"c1/ns/p": Charge(N1, REQ)} if charged else {}
-    assert topology.charges == expected
+    topology.charge_pod("c1", "c1/ns/p", None, p)
+    assert charge_of("c1", p) == ((N1, REQ) if charged else None)
+    assert topology.node_pods == ({N1: {"c1/ns/p"}} if charged else {})
     assert topology.node_used == ({N1: P} if charged else {})
+
+
+@pytest.mark.parametrize(
+    "levels",
+    [pytest.param((BLOCK, RACK, HOST), id="hosts"), pytest.param((BLOCK, RACK), id="racks")],
+)
+def test_snapshot_that_kept_usage_per_domain_loads(levels: tuple[str, ...]) -> None:
+    """Snapshots written when usage was kept per domain (`used`) and each bound pod's charge
+    (`charges`), and before `domain_nodes`, load into the current representation, equal to a
+    fresh fold."""
+    steps: list[Step] = [node("n1"), node("n2"), node("n3", rack="r2"), pod("p1", "n1")]
+    steps += [pod("p2", "n2"), pod("p3", "n3", requests={GPU: 2})]
+    topology = apply(Topology(levels=levels), steps)
+    body = msgspec.msgpack.decode(encode_state(State(topology=topology)))
+    del body["topology"]["domain_nodes"]
+    body["topology"]["used"] = topology.domain_usage()
+    body["topology"]["charges"] = {"c1/ns/p1": [N1, REQ], "c1/ns/p2": [N2, REQ]}
+    loaded = decode_state(msgspec.msgpack.encode(body)).topology
+    assert loaded == topology
+    assert_canonical(loaded)
