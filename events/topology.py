@@ -1,15 +1,13 @@
 """The topology tree (block → rack → host by default) with capacity and usage per domain.
 
-Capacity is kept per domain, incrementally: a node joining, leaving or changing moves only its
-own contribution up its path. Usage is kept per node only (`node_used`): a pod binding or
-finishing moves its requests on its node, and a domain's usage is the sum over its nodes,
-taken when asked (`used_of`, `domain_usage`). Keeping every domain's usage as well cost three
-more dictionary updates at every bind and finish, a fifth of a replay, for figures nothing on
-the decision path reads (placement starts from the nodes). Domain ids are the label values
-from the widest level down, joined by ``,`` as Kueue does, prefixed with the cluster:
-``cluster/b1,r1,h1``. Nodes take part only when Ready, schedulable and labelled at every
-level (Kueue's rule); pods on other nodes are still charged to those nodes, so a node that
-becomes Ready later brings its true usage with it.
+Kept incrementally: a node joining, leaving or changing moves only its own contribution up
+its path, and a pod binding or finishing moves only its requests. A leaf domain's usage is
+the usage of its nodes (`node_used`, usually one node per leaf) and is not stored a second
+time: every bind and finish would otherwise pay for two copies of the same amounts. Domain
+ids are the label values from the widest level down, joined by ``,`` as Kueue does,
+prefixed with the cluster: ``cluster/b1,r1,h1``. Nodes take part only when Ready,
+schedulable and labelled at every level (Kueue's rule); pods on other nodes are still
+charged to those nodes, so a node that becomes Ready later brings its true usage with it.
 """
 
 from __future__ import annotations
@@ -66,15 +64,6 @@ def _add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: in
             del table[domain]
 
 
-def _sum_into(total: Amounts, amounts: Amounts | None) -> None:
-    for name, value in (amounts or {}).items():
-        updated = total.get(name, 0) + value
-        if updated:
-            total[name] = updated
-        else:
-            total.pop(name, None)
-
-
 def charge_of(cluster: str, pod: Pod | None) -> tuple[str, Amounts] | None:
     """What a pod takes from its node, as (node key, requests; plus one `pods`): bound and not
     terminal pods take their requests, other pods nothing (None)."""
@@ -92,9 +81,11 @@ class Topology(msgspec.Struct):
     # Usage per node key, for every node a bound pod names (participating or not).
     node_used: dict[str, Amounts] = {}
     capacity: dict[str, Amounts] = {}
+    # Usage of the domains above the leaves; a leaf's is its nodes' `node_used` (`used_of`).
+    used: dict[str, Amounts] = {}
     members: dict[str, int] = {}
-    # Domain -> the participating nodes under it, whose `node_used` make its usage.
-    domain_nodes: dict[str, set[str]] = {}
+    # Leaf domain -> the participating nodes under it (one, unless levels stop above hosts).
+    leaf_nodes: dict[str, set[str]] = {}
     # node key -> keys of the pods charged to it. (What each pod takes is not kept a second
     # time: the caller's previous version of the pod says it, see `charge_pod`.)
     node_pods: dict[str, set[str]] = {}
@@ -102,23 +93,26 @@ class Topology(msgspec.Struct):
     # -- queries ----------------------------------------------------------------------------
 
     def used_of(self, domain: str) -> Amounts:
-        """Usage of a domain: its participating nodes' usage summed (a new dict)."""
+        """Usage of any domain, leaves included (a new dict)."""
+        nodes = self.leaf_nodes.get(domain)
+        if nodes is None:
+            return dict(self.used.get(domain, {}))
         used: Amounts = {}
         node_used = self.node_used
-        for node in self.domain_nodes.get(domain, ()):
-            _sum_into(used, node_used.get(node))
+        for node in nodes:
+            for name, value in node_used.get(node, {}).items():
+                used[name] = used.get(name, 0) + value
         return used
 
     def domain_usage(self) -> dict[str, Amounts]:
-        """Usage of every domain that has any, in one pass over the nodes."""
-        usage: dict[str, Amounts] = {}
-        node_used = self.node_used
-        for node, path in self.paths.items():
-            amounts = node_used.get(node)
-            if amounts:
-                for domain in path:
-                    _sum_into(usage.setdefault(domain, {}), amounts)
-        return {domain: amounts for domain, amounts in usage.items() if amounts}
+        """Usage of every domain that has any, leaves included: what `used` would hold if it
+        kept the leaves too."""
+        usage = {domain: dict(amounts) for domain, amounts in self.used.items()}
+        for leaf in self.leaf_nodes:
+            used = self.used_of(leaf)
+            if used:
+                usage[leaf] = used
+        return usage
 
     def free(self, domain: str) -> Amounts:
         """Capacity minus usage of a domain (negative where it is overcommitted)."""
@@ -161,6 +155,7 @@ class Topology(msgspec.Struct):
         old_path = self.paths.get(node_key)
         if old_path == new_path and self.node_capacity.get(node_key) == new_capacity:
             return False
+        used = self.node_used.get(node_key, {})
         if old_path is not None:
             old_capacity = self.node_capacity.pop(node_key)
             del self.paths[node_key]
@@ -171,24 +166,35 @@ class Topology(msgspec.Struct):
                     self.members[domain] = remaining
                 else:
                     del self.members[domain]
-                reindex(self.domain_nodes, node_key, domain, None)
+            if used:
+                for domain in old_path[:-1]:
+                    _add(self.used, domain, used, -1)
         if new_path is not None and new_capacity is not None:
             self.paths[node_key] = new_path
             self.node_capacity[node_key] = new_capacity
             for domain in new_path:
                 _add(self.capacity, domain, new_capacity, 1)
                 self.members[domain] = self.members.get(domain, 0) + 1
-                reindex(self.domain_nodes, node_key, None, domain)
+            if used:
+                for domain in new_path[:-1]:
+                    _add(self.used, domain, used, 1)
+        reindex(
+            self.leaf_nodes,
+            node_key,
+            old_path[-1] if old_path else None,
+            new_path[-1] if new_path else None,
+        )
         return True
 
     def upgrade(self) -> None:
-        """Bring a topology decoded from an older snapshot, which kept usage per domain (and
-        a charge per pod; both ignored when decoding) and no `domain_nodes`, up to date."""
-        if self.domain_nodes or not self.paths:
+        """Bring a topology decoded from an older snapshot, which kept each leaf's usage in
+        `used` and had no `leaf_nodes`, to the current representation."""
+        if self.leaf_nodes or not self.paths:
             return
         for node_key, path in self.paths.items():
-            for domain in path:
-                self.domain_nodes.setdefault(domain, set()).add(node_key)
+            self.leaf_nodes.setdefault(path[-1], set()).add(node_key)
+        for leaf in self.leaf_nodes:
+            self.used.pop(leaf, None)
 
     def charge_pod(self, cluster: str, pod_key: str, old: Pod | None, pod: Pod | None) -> bool:
         """Account for a pod changing from `old` to `pod` (either None: not there): bound and
@@ -216,3 +222,8 @@ class Topology(msgspec.Struct):
 
     def _move(self, node: str, requests: Amounts, sign: int) -> None:
         _add_pod(self.node_used, node, requests, sign)
+        path = self.paths.get(node)
+        if path is not None:
+            used = self.used
+            for domain in path[:-1]:  # the leaf's usage is node_used's
+                _add_pod(used, domain, requests, sign)

@@ -255,11 +255,7 @@ def test_fold_drives_the_topology() -> None:
     run([observed(make_node("n1"), change="DELETED")], state, first_seq=3)
     assert state.topology.capacity == {}
     run([observed(make_pod("p", node="n1"), change="DELETED")], state, first_seq=4)
-    assert (state.topology.domain_usage(), state.topology.node_used, state.topology.node_pods) == (
-        {},
-        {},
-        {},
-    )
+    assert (state.topology.used, state.topology.node_used, state.topology.node_pods) == ({}, {}, {})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -467,13 +467,11 @@ def assert_matches_reference(state: State) -> None:
     assert topology.node_capacity == {key: state.nodes[key].allocatable for key in expected.paths}
     assert topology.capacity == expected.capacity
     assert topology.domain_usage() == expected.used
-    nodes: dict[str, set[str]] = {}
+    leaves: dict[str, set[str]] = {}
     for node_key, path in expected.paths.items():
-        for domain in path:
-            nodes.setdefault(domain, set()).add(node_key)
-    assert topology.domain_nodes == nodes
-    for domain in expected.capacity:
-        assert topology.used_of(domain) == expected.used.get(domain, {})
+        leaves.setdefault(path[-1], set()).add(node_key)
+    assert topology.leaf_nodes == leaves
+    assert not set(topology.used) & set(leaves)  # a leaf's usage is only its nodes' node_used
     assert topology.members == expected.members
     assert topology.node_used == expected.node_used
     assert {key for keys in topology.node_pods.values() for key in keys} == expected.charged
@@ -481,7 +479,7 @@ def assert_matches_reference(state: State) -> None:
         pod = state.pods[key]
         assert key in topology.node_pods[f"{key.split('/', 1)[0]}//{pod.node_name}"]
     # Nothing is left behind as a zero: equal usage has exactly one representation.
-    for table in (topology.capacity, topology.domain_usage(), topology.node_used):
+    for table in (topology.capacity, topology.used, topology.node_used):
         for amounts in table.values():
             assert amounts
             assert 0 not in amounts.values()
@@ -505,5 +503,5 @@ def test_topology_equals_recomputation(stream: Stream) -> None:
         assert_matches_reference(state)
     topology = state.topology
     assert (topology.paths, topology.node_capacity, topology.node_used) == ({}, {}, {})
-    assert (topology.capacity, topology.domain_usage(), topology.members) == ({}, {}, {})
-    assert (topology.node_pods, topology.domain_nodes) == ({}, {})
+    assert (topology.capacity, topology.used, topology.members) == ({}, {}, {})
+    assert (topology.node_pods, topology.leaf_nodes) == ({}, {})

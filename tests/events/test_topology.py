@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 from events.objects import Node, Pod, object_key
 from events.state import State, decode_state, encode_state
@@ -85,19 +86,18 @@ def apply(topology: Topology, steps: list[Step]) -> Topology:
 
 def assert_canonical(topology: Topology) -> None:
     """Equal usage has one representation: no zero amounts, no empty maps, no zero counts, and
-    each domain's nodes are the nodes whose path names it."""
-    for table in (topology.capacity, topology.node_used, topology.domain_usage()):
+    a leaf's usage only in its nodes' `node_used`."""
+    for table in (topology.capacity, topology.used, topology.node_used):
         for amounts in table.values():
             assert amounts
             assert all(amounts.values())
     assert all(count > 0 for count in topology.members.values())
     assert set(topology.paths) == set(topology.node_capacity)
-    nodes: dict[str, set[str]] = {}
+    leaves: dict[str, set[str]] = {}
     for node_key, node_path in topology.paths.items():
-        for domain in node_path:
-            nodes.setdefault(domain, set()).add(node_key)
-    assert topology.domain_nodes == nodes
-    assert {domain: len(keys) for domain, keys in nodes.items()} == topology.members
+        leaves.setdefault(node_path[-1], set()).add(node_key)
+    assert topology.leaf_nodes == leaves
+    assert not set(topology.used) & set(leaves)
 
 
 def path(cluster: str, *values: str) -> list[str]:
@@ -483,6 +483,7 @@ def test_custom_levels_charge_pods_to_merged_leaf() -> None:
         [node("n1"), node("n2"), pod("p1", "n1"), pod("p2", "n2")],
     )
     assert topology.domain_usage() == {B1: times(P, 2), R1: times(P, 2)}
+    assert topology.used == {B1: times(P, 2)}  # the leaf's usage is its nodes'
     assert topology.free(R1) == plus(times(A, 2), times(P, -2))
     assert_canonical(topology)
 
@@ -620,16 +621,17 @@ def test_which_pods_are_charged(
     "levels",
     [pytest.param((BLOCK, RACK, HOST), id="hosts"), pytest.param((BLOCK, RACK), id="racks")],
 )
-def test_snapshot_that_kept_usage_per_domain_loads(levels: tuple[str, ...]) -> None:
-    """Snapshots written when usage was kept per domain (`used`) and each bound pod's charge
-    (`charges`), and before `domain_nodes`, load into the current representation, equal to a
-    fresh fold."""
+def test_snapshot_that_kept_leaf_usage_in_used_loads(levels: tuple[str, ...]) -> None:
+    """Snapshots written before leaves stopped having their own `used` entry (and before
+    `leaf_nodes`, and with a `charges` table) load into the current representation, equal to
+    a fresh fold."""
     steps: list[Step] = [node("n1"), node("n2"), node("n3", rack="r2"), pod("p1", "n1")]
     steps += [pod("p2", "n2"), pod("p3", "n3", requests={GPU: 2})]
     topology = apply(Topology(levels=levels), steps)
-    body = msgspec.msgpack.decode(encode_state(State(topology=topology)))
-    del body["topology"]["domain_nodes"]
-    body["topology"]["used"] = topology.domain_usage()
+    old = replace(topology, used=topology.domain_usage(), leaf_nodes={})
+    assert old.used != topology.used
+    # They also held each bound pod's Charge, [node key, requests].
+    body = msgspec.msgpack.decode(encode_state(State(topology=old)))
     body["topology"]["charges"] = {"c1/ns/p1": [N1, REQ], "c1/ns/p2": [N2, REQ]}
     loaded = decode_state(msgspec.msgpack.encode(body)).topology
     assert loaded == topology
