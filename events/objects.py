@@ -45,6 +45,17 @@ class Toleration(msgspec.Struct, frozen=True, array_like=True, gc=False):
     effect: str = ""
 
 
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One requirement of a node selector term: a label (or, with `field`, the node's
+    ``metadata.name``) against `values` by `operator` (In, NotIn, Exists, DoesNotExist, Gt,
+    Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+    field: bool = False
+
+
 class KObject(msgspec.Struct, frozen=True, array_like=True, gc=False, tag_field="kind"):
     """Metadata every slim object carries. Timestamps are Unix milliseconds."""
 
@@ -93,6 +104,9 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # with the tolerations, which nodes the gang scheduler may bind a member to.
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
+    # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: its terms
+    # (any one must match), each a conjunction of requirements; () when the pod has none.
+    node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
 
     @property
     def ready(self) -> bool:
@@ -217,6 +231,52 @@ class _Toleration(msgspec.Struct, rename="camel"):
     effect: str = ""
 
 
+class _Requirement(msgspec.Struct, rename="camel"):
+    key: str = ""
+    operator: str = ""
+    values: list[str] | None = None
+
+
+class _Term(msgspec.Struct, rename="camel"):
+    match_expressions: list[_Requirement] | None = None
+    match_fields: list[_Requirement] | None = None
+
+
+class _NodeSelector(msgspec.Struct, rename="camel"):
+    node_selector_terms: list[_Term] = []
+
+
+class _NodeAffinity(msgspec.Struct, rename="camel"):
+    required_during_scheduling_ignored_during_execution: _NodeSelector | None = None
+
+
+class _Affinity(msgspec.Struct, rename="camel"):
+    node_affinity: _NodeAffinity | None = None
+
+
+def _required_node_affinity(
+    affinity: _Affinity | None,
+) -> tuple[tuple[NodeSelectorRequirement, ...], ...]:
+    required = (
+        affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        if affinity is not None and affinity.node_affinity is not None
+        else None
+    )
+    if required is None:
+        return ()
+    return tuple(
+        tuple(
+            NodeSelectorRequirement(r.key, r.operator, tuple(r.values or ()), field)
+            for requirements, field in (
+                (term.match_expressions or [], False),
+                (term.match_fields or [], True),
+            )
+            for r in requirements
+        )
+        for term in required.node_selector_terms
+    )
+
+
 class _PodSpec(msgspec.Struct, rename="camel"):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
@@ -229,6 +289,7 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     termination_grace_period_seconds: int | None = None
     node_selector: dict[str, str] | None = None
     tolerations: list[_Toleration] | None = None
+    affinity: _Affinity | None = None
 
 
 class _Condition(msgspec.Struct, rename="camel"):
@@ -444,6 +505,7 @@ def pod_from_wire(wire: _WirePod) -> Pod:
             Toleration(t.key, t.operator or "Equal", t.value, t.effect)
             for t in spec.tolerations or ()
         ),
+        node_affinity=_required_node_affinity(spec.affinity),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from daemon.placement.affinity import Terms, admitted
 from daemon.placement.model import NodeInfo, Toleration
 from daemon.placement.reasons import Exclusions
 from daemon.placement.tree import Topology
@@ -120,6 +121,7 @@ class CountRequest:
         "assumed",
         "inner",
         "leader",
+        "node_affinity",
         "node_selector",
         "requests",
         "slice_level",
@@ -137,6 +139,7 @@ class CountRequest:
         tolerations: Sequence[Toleration],
         node_selector: Mapping[str, str],
         assumed: Mapping[int, Mapping[str, int]],
+        node_affinity: Terms = (),
     ) -> None:
         self.requests = requests
         self.leader = leader
@@ -145,6 +148,7 @@ class CountRequest:
         self.inner = inner
         self.tolerations = tolerations
         self.node_selector = node_selector
+        self.node_affinity = node_affinity
         self.assumed = assumed
 
 
@@ -171,7 +175,8 @@ def _fill_leaves(
     requests, leader_requests, assumed = request.requests, request.leader, request.assumed
     selector = request.node_selector.items()
     # Kueue filters nodes per pod set only when leaves are nodes.
-    check_nodes = topo.hostname_lowest and (bool(selector) or topo.tainted)
+    affinity = request.node_affinity
+    check_nodes = topo.hostname_lowest and (bool(selector) or bool(affinity) or topo.tainted)
     leaf_node, free_of = topo.leaf_node, topo.free
     for leaf in topo.leaves:
         if check_nodes:
@@ -182,6 +187,11 @@ def _fill_leaves(
                     exclusions.add_taint(taint)
                     continue
             if selector and any(node.labels.get(key) != value for key, value in selector):
+                exclusions.node_selector += 1
+                continue
+            # Kueue matches nodeSelector and required node affinity as one, and reports both
+            # as nodeSelector exclusions.
+            if affinity and not admitted(affinity, node.labels, node.name):
                 exclusions.node_selector += 1
                 continue
         free = free_of[leaf]

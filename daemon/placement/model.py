@@ -10,6 +10,8 @@ from typing import Final, Literal
 
 import msgspec
 
+from events.objects import NodeSelectorRequirement
+
 Algorithm = Literal["auto", "BestFit", "LeastFreeCapacity", "BalancedPlacement"]
 ALGORITHMS: Final[tuple[Algorithm, ...]] = (
     "auto",
@@ -72,6 +74,8 @@ class PodSetRequest(msgspec.Struct, frozen=True):
     group: str | None = None
     tolerations: tuple[Toleration, ...] = ()
     node_selector: dict[str, str] = {}
+    # Required node affinity terms (`daemon.placement.affinity`); () when there are none.
+    node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
 
 
 class Domain(msgspec.Struct, frozen=True):

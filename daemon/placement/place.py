@@ -116,6 +116,7 @@ def _place_unit(
         tolerations=workers.tolerations,
         node_selector=workers.node_selector,
         assumed=assumed,
+        node_affinity=workers.node_affinity,
     )
     counts, exclusions = fill_counts(topo, request)
     chosen = _chosen_leaves(topo, counts, plan, exclusions)

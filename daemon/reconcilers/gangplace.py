@@ -31,6 +31,7 @@ from daemon.placement import (
     place_on,
 )
 from daemon.placement import Topology as Tree
+from daemon.placement.affinity import admitted
 from daemon.placement.counts import untolerated_taint
 from daemon.placement.validation import first_problem
 from daemon.reconcilers.gangspec import TopologyRequest
@@ -78,10 +79,12 @@ def eligible(node: NodeInfo, levels: Sequence[str]) -> bool:
 
 
 def admits(node: NodeInfo, pod: Pod) -> bool:
-    """Whether `pod`'s nodeSelector matches `node` and its tolerations cover every taint of
-    the node that keeps pods away (NoSchedule, NoExecute)."""
+    """Whether `pod`'s nodeSelector and required node affinity match `node` and its
+    tolerations cover every taint of the node that keeps pods away (NoSchedule, NoExecute)."""
     labels = node.labels
     if any(labels.get(key) != value for key, value in pod.node_selector.items()):
+        return False
+    if not admitted(pod.node_affinity, labels, node.name):
         return False
     return untolerated_taint(node, tolerations_of(pod)) is None
 
@@ -341,6 +344,7 @@ def pod_set(
         slice_layers=((request.slice_level, request.slice_size),) if request.slice_level else (),
         tolerations=tolerations_of(model) if model is not None else (),
         node_selector=dict(model.node_selector) if model is not None else {},
+        node_affinity=model.node_affinity if model is not None else (),
     )
 
 
@@ -370,7 +374,9 @@ def expand(
     nodes (a lowest level that is not the hostname) may have the room in sum but not on any
     one node that admits them; that is a failure, never an overcommitted node."""
     index = placed.nodes_in(assignment.levels)
-    if model is not None and (model.node_selector or model.tolerations or placed.tainted):
+    if model is not None and (
+        model.node_selector or model.node_affinity or model.tolerations or placed.tainted
+    ):
         index = {
             values: [info for info in infos if admits(info, model)]
             for values, infos in index.items()

@@ -118,6 +118,7 @@ def _requests(demands: Sequence[Demand], units: int, level: str) -> list[PodSetR
             required=level,
             tolerations=tolerations_of(d.pods[0]),
             node_selector=dict(d.pods[0].node_selector),
+            node_affinity=d.pods[0].node_affinity,
         )
         for d in demands
     ]

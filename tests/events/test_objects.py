@@ -12,6 +12,7 @@ from events.objects import (
     JobSet,
     KObject,
     Node,
+    NodeSelectorRequirement,
     ObjectError,
     OwnerRef,
     PersistentVolumeClaim,
@@ -721,3 +722,46 @@ def test_timestamp_ms(text: str | None, expected: int | None) -> None:
 )
 def test_object_key(cluster: str, namespace: str, name: str, key: str) -> None:
     assert object_key(cluster, namespace, name) == key
+
+
+def test_required_node_affinity_decodes_into_terms() -> None:
+    pod = decode_object_dict(
+        "Pod",
+        {
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "pool", "operator": "In", "values": ["a", "b"]}
+                                    ],
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "NotIn",
+                                            "values": ["n9"],
+                                        }
+                                    ],
+                                },
+                                {"matchExpressions": [{"key": "spot", "operator": "Exists"}]},
+                            ]
+                        },
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 1, "preference": {"matchExpressions": []}}
+                        ],
+                    }
+                }
+            },
+        },
+    )
+    assert isinstance(pod, Pod)
+    assert pod.node_affinity == (
+        (
+            NodeSelectorRequirement("pool", "In", ("a", "b")),
+            NodeSelectorRequirement("metadata.name", "NotIn", ("n9",), field=True),
+        ),
+        (NodeSelectorRequirement("spot", "Exists"),),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.objects import Node, Pod, Taint, Toleration
+from events.objects import Node, NodeSelectorRequirement, Pod, Taint, Toleration
 from tests.daemon.reconcilers.gangs import RACK, World, binds, key, members, nodes, podgroup
 
 GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "present")
@@ -76,3 +76,27 @@ def test_a_gang_no_accepted_node_can_hold_binds_nothing(
     assert decision is not None
     assert binds(decision) == {}
     assert world.condition("g")["message"].startswith(f"{reason}: ")
+
+
+def test_required_node_affinity_confines_the_gang() -> None:
+    world = World(cluster())
+    terms = ((NodeSelectorRequirement("pool", "In", ("b",)),),)
+    pods = [msgspec.structs.replace(p, node_affinity=terms) for p in members("g", 8)]
+    world.add(podgroup("g", 8), *pods)
+    decision = world.run(key("g"))
+    assert decision is not None
+    assert len(binds(decision)) == 8
+    assert {world.rack_of(node) for node in world.placed("g").values()} == {"b0-r1"}
+
+
+def test_required_node_affinity_no_node_satisfies_binds_nothing() -> None:
+    world = World(cluster())
+    terms = ((NodeSelectorRequirement("pool", "NotIn", ("a", "b")),),)
+    pods = [msgspec.structs.replace(p, node_affinity=terms) for p in members("g", 2)]
+    world.add(podgroup("g", 2), *pods)
+    decision = world.run(key("g"))
+    assert decision is not None
+    assert binds(decision) == {}
+    message = world.condition("g")["message"]
+    assert message.startswith("TopologyPlacementFailed: ")
+    assert "nodeSelector: 4" in message
