@@ -16,7 +16,6 @@ truth, never repeating blindly).
 
 from __future__ import annotations
 
-import heapq
 import math
 import signal
 import time
@@ -43,6 +42,7 @@ from daemon.leader import Elector, default_identity
 from daemon.metrics import Metrics
 from daemon.reconcilers.base import Reconciler
 from daemon.reconcilers.runner import decide_all
+from daemon.requeue import Requeues
 from daemon.telemetry import BatchTrace, Tracing, now_ns
 from events.fold import fold
 from events.replay import rebuild
@@ -98,14 +98,8 @@ class Daemon:
         # Unbounded: the pump must never wait on the actuator's workers, which wait on the pump
         # to take their outcomes (a bounded queue both ways could stall both).
         self._actions, self._action_rx = anyio.create_memory_object_stream[Action](math.inf)
-        # Keys to decide again at an event time: a heap, and each key's earliest pending time
-        # (a later request for a key already due earlier is dropped: the earlier decision
-        # asks again if it still needs to).
-        self._requeue: list[tuple[int, str]] = []
-        self._requeue_at: dict[str, int] = {}
-        self._failures: dict[str, int] = {}
-        # Keys whose intents failed -> until when they back off.
-        self._retry_at: dict[str, int] = {}
+        first, cap = (int(s * 1000) for s in settings.daemon.retry_backoff_seconds)
+        self._requeues = Requeues(first, cap)
         self._since_snapshot = 0
         self._unsynced: set[str] = set()
         self._started_at = 0
@@ -374,10 +368,7 @@ class Daemon:
             return self._startup_keys()
         if not self.leading and self._acting_term:
             self._acting_term = 0
-            self._requeue.clear()
-            self._requeue_at.clear()
-            self._failures.clear()
-            self._retry_at.clear()
+            self._requeues.clear()
             reason = "unconfirmed: the lease was lost while it was carried out"
             await self._append(event_log, self._unconfirmed(reason))
         return set()
@@ -441,21 +432,9 @@ class Daemon:
         if key is None:
             return
         if outcome.ok:
-            self._failures.pop(key, None)
-            self._retry_at.pop(key, None)
-            return
-        failures = self._failures.get(key, 0) + 1
-        self._failures[key] = failures
-        first, cap = (int(s * 1000) for s in self.settings.daemon.retry_backoff_seconds)
-        delay = min(cap, first * 2 ** (failures - 1))
-        self._retry_at[key] = self.state.now + delay
-        self._schedule(self.state.now + delay, key)
-
-    def _schedule(self, at: int, key: str) -> None:
-        if self._requeue_at.get(key, at + 1) <= at:
-            return
-        self._requeue_at[key] = at
-        heapq.heappush(self._requeue, (at, key))
+            self._requeues.succeeded(key)
+        else:
+            self._requeues.failed(key, self.state.now)
 
     def _startup_keys(self) -> set[str]:
         kinds = {kind for r in self.reconcilers for kind in r.kinds}
@@ -483,25 +462,15 @@ class Daemon:
             return
         term = self._term
         now = self.state.now
-        while self._requeue and self._requeue[0][0] <= now:
-            at, key = heapq.heappop(self._requeue)
-            if self._requeue_at.get(key) == at:
-                del self._requeue_at[key]
-                dirty.add(key)
-        keys: set[str] = set()
-        for key in dirty:
-            until = self._retry_at.get(key)
-            if until is not None and until > now:
-                self._schedule(until, key)  # backing off after failed intents
-            elif not self._refused(key):
-                keys.add(key)
+        dirty.update(self._requeues.due(now))
+        keys = {key for key in self._requeues.ready(dirty, now) if not self._refused(key)}
         began, started = now_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
         decided = now_ns()
         for verdict in verdicts:
             if verdict.decision.requeue_at is not None:
-                self._schedule(verdict.decision.requeue_at, verdict.key)
+                self._requeues.schedule(verdict.decision.requeue_at, verdict.key)
         decisions = [v.event for v in verdicts if v.event is not None]
         if not decisions:
             return
