@@ -44,7 +44,6 @@ from daemon.reconcilers.jobsetvolumes import add_volumes
 from events.objects import Job
 from events.state import State
 
-API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
 ACTIVE: Final = "active"
 SUCCEEDED: Final = "succeeded"
 FAILED_JOB: Final = "failed"
@@ -273,16 +272,7 @@ def job_body(
             "namespace": view.namespace,
             "labels": _merged(meta.get("labels"), ids),
             "annotations": _merged(meta.get("annotations"), notes),
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "JobSet",
-                    "name": view.name,
-                    "uid": view.jobset.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [view.owner_reference()],
         },
         "spec": spec,
     }

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.reconcilers.jobsetjobs import API_VERSION
 from daemon.reconcilers.jobsetspec import JOBSET_NAME, JobSetView
 from events.intents import Create
 from events.state import State
@@ -27,16 +26,7 @@ def service_body(view: JobSetView) -> dict[str, Any]:
         "metadata": {
             "name": view.subdomain,
             "namespace": view.namespace,
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": "JobSet",
-                    "name": view.name,
-                    "uid": view.jobset.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [view.owner_reference()],
         },
         "spec": {
             "clusterIP": "None",

@@ -17,6 +17,7 @@ from events.objects import JobSet
 
 # -- names the API defines ----------------------------------------------------------------------
 
+API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
 PREFIX: Final = "jobset.sigs.k8s.io/"
 JOBSET_NAME: Final = PREFIX + "jobset-name"
 JOBSET_UID: Final = PREFIX + "jobset-uid"
@@ -229,6 +230,18 @@ class JobSetView:
     @property
     def namespace(self) -> str:
         return self.jobset.namespace
+
+    def owner_reference(self) -> dict[str, Any]:
+        """The controller reference that makes an object the JobSet's: the garbage collector
+        removes it with the JobSet."""
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "JobSet",
+            "name": self.name,
+            "uid": self.jobset.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
 
     @property
     def suspended(self) -> bool:

@@ -45,16 +45,7 @@ def claim_body(view: JobSetView, template: dict[str, Any], owned: bool) -> dict[
     if meta.get("annotations"):
         metadata["annotations"] = dict(meta["annotations"])
     if owned:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                "kind": "JobSet",
-                "name": view.name,
-                "uid": view.jobset.uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
+        metadata["ownerReferences"] = [view.owner_reference()]
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
