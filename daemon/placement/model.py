@@ -10,7 +10,11 @@ from typing import Final, Literal
 
 import msgspec
 
+# Taints and tolerations are the slim objects' own: placement reads them as the fold keeps
+# them (only NoSchedule and NoExecute taints keep pods away, Kueue's rule: see `counts`).
 from events.objects import NodeSelectorRequirement
+from events.objects import Taint as Taint
+from events.objects import Toleration as Toleration
 
 Algorithm = Literal["auto", "BestFit", "LeastFreeCapacity", "BalancedPlacement"]
 ALGORITHMS: Final[tuple[Algorithm, ...]] = (
@@ -20,24 +24,6 @@ ALGORITHMS: Final[tuple[Algorithm, ...]] = (
     "BalancedPlacement",
 )
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
-
-
-class Taint(msgspec.Struct, frozen=True):
-    """A node taint; only NoSchedule and NoExecute keep pods away (Kueue's rule)."""
-
-    key: str
-    effect: str
-    value: str = ""
-
-
-class Toleration(msgspec.Struct, frozen=True):
-    """A pod toleration. An empty key with ``Exists`` tolerates every taint; an empty effect
-    matches every effect."""
-
-    key: str = ""
-    operator: Literal["Equal", "Exists"] = "Equal"
-    value: str = ""
-    effect: str = ""
 
 
 class NodeInfo(msgspec.Struct, frozen=True):

@@ -24,8 +24,6 @@ from daemon.placement import (
     HOSTNAME_LABEL,
     NodeInfo,
     PodSetRequest,
-    Taint,
-    Toleration,
     TopologyAssignment,
     build_topology,
     place_on,
@@ -86,19 +84,7 @@ def admits(node: NodeInfo, pod: Pod) -> bool:
         return False
     if not admitted(pod.node_affinity, labels, node.name):
         return False
-    return untolerated_taint(node, tolerations_of(pod)) is None
-
-
-def tolerations_of(pod: Pod) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
-            key=t.key,
-            operator="Exists" if t.operator == "Exists" else "Equal",
-            value=t.value,
-            effect=t.effect,
-        )
-        for t in pod.tolerations
-    )
+    return untolerated_taint(node, pod.tolerations) is None
 
 
 class PlacedTree:
@@ -194,7 +180,7 @@ class ClusterView:
                     used=self.used[node.name],
                     ready=node.ready and node.deletion_ts is None,
                     unschedulable=node.unschedulable,
-                    taints=tuple(Taint(t.key, t.effect, t.value) for t in node.taints),
+                    taints=node.taints,
                 )
                 for node in self.nodes
             ]
@@ -342,7 +328,7 @@ def pod_set(
         preferred=request.preferred,
         unconstrained=unconstrained and request.required is None and request.preferred is None,
         slice_layers=((request.slice_level, request.slice_size),) if request.slice_level else (),
-        tolerations=tolerations_of(model) if model is not None else (),
+        tolerations=model.tolerations if model is not None else (),
         node_selector=dict(model.node_selector) if model is not None else {},
         node_affinity=model.node_affinity if model is not None else (),
     )

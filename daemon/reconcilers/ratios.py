@@ -29,7 +29,6 @@ from daemon.reconcilers.gangplace import (
     Slots,
     eligible,
     expand,
-    tolerations_of,
 )
 from daemon.reconcilers.gangspec import GangSpecError
 from events.objects import Pod
@@ -116,7 +115,7 @@ def _requests(demands: Sequence[Demand], units: int, level: str) -> list[PodSetR
             count=units * d.role.weight,
             requests=dict(d.requests),
             required=level,
-            tolerations=tolerations_of(d.pods[0]),
+            tolerations=d.pods[0].tolerations,
             node_selector=dict(d.pods[0].node_selector),
             node_affinity=d.pods[0].node_affinity,
         )
