@@ -13,7 +13,7 @@ from typing import Final
 from daemon.placement.affinity import Terms, admitted
 from daemon.placement.model import NodeInfo, Toleration
 from daemon.placement.reasons import Exclusions
-from daemon.placement.tree import Topology
+from daemon.placement.tree import NO_PARENT, Topology
 
 # Kueue counts pods in an int32.
 MAX_PODS: Final = 2**31 - 1
@@ -153,10 +153,38 @@ class CountRequest:
 
 
 def fill_counts(topo: Topology, request: CountRequest) -> tuple[Counts, Exclusions]:
-    """Phase 1: leaf counts, then the aggregation up the tree (`fillInCounts`)."""
+    """Phase 1: leaf counts, then the aggregation up the tree (`fillInCounts`).
+
+    A gang-scheduling pass places many small gangs of a few shapes on one tree. The counts of
+    a shape without a leader or pods assumed earlier in the same request are kept on the tree
+    (`Topology.fills`) and brought up to date from the leaves charged since: a few leaves and
+    their ancestors instead of every leaf of the cluster. Callers get copies (phase 2 writes
+    into them)."""
+    if request.leader is not None or request.assumed:
+        return _fresh(topo, request)
+    key = (
+        tuple(request.requests),
+        request.slice_size,
+        request.slice_level,
+        tuple(sorted(request.inner.items())),
+        tuple(request.tolerations),
+        tuple(sorted(request.node_selector.items())),
+        request.node_affinity,
+    )
+    fill: _Fill | None = topo.fills.get(key)
+    if fill is None:
+        fill = topo.fills[key] = _Fill(topo, request)
+    elif fill.dirty:
+        fill.refresh(topo)
+    return fill.counts.copy(), fill.exclusions.copy()
+
+
+def _fresh(
+    topo: Topology, request: CountRequest, limited: dict[int, str] | None = None
+) -> tuple[Counts, Exclusions]:
     counts = Counts(len(topo.values))
     exclusions = Exclusions(len(topo.leaves))
-    _fill_leaves(topo, request, counts, exclusions)
+    _fill_leaves(topo, request, counts, exclusions, limited)
     _aggregate(
         topo,
         counts,
@@ -168,9 +196,66 @@ def fill_counts(topo: Topology, request: CountRequest) -> tuple[Counts, Exclusio
     return counts, exclusions
 
 
+class _Fill:
+    """One shape's phase-1 numbers on a tree, and the leaves charged since they were right."""
+
+    __slots__ = ("counts", "dirty", "exclusions", "limited", "request")
+
+    def __init__(self, topo: Topology, request: CountRequest) -> None:
+        self.request = request
+        # Leaves that took no pod for want of a resource, and which one: a charge can move a
+        # leaf into or out of that count. Leaves excluded by taint or selector never change.
+        self.limited: dict[int, str] = {}
+        self.counts, self.exclusions = _fresh(topo, request, self.limited)
+        self.dirty: set[int] = set()
+
+    def refresh(self, topo: Topology) -> None:
+        request, counts, exclusions, limited = (
+            self.request,
+            self.counts,
+            self.exclusions,
+            self.limited,
+        )
+        pod, pod_wl, sl, sl_wl = counts.pod, counts.pod_wl, counts.slice, counts.slice_wl
+        slice_size, slice_level = request.slice_size, request.slice_level
+        lowest = topo.depth - 1
+        parent, free_of = topo.parent, topo.free
+        above: set[int] = set()
+        for leaf in self.dirty:
+            if pod[leaf] == 0 and leaf not in limited:
+                continue  # excluded by a taint or the selector: no charge changes that
+            fit, limiting = pods_that_fit(request.requests, free_of[leaf])
+            was = limited.pop(leaf, None)
+            if was is not None:
+                exclusions.remove_resource(was)
+            if fit == 0:
+                limited[leaf] = limiting
+                exclusions.add_resource(limiting)
+            pod[leaf] = pod_wl[leaf] = fit
+            if slice_level == lowest:
+                sl[leaf] = sl_wl[leaf] = fit // slice_size
+            domain = parent[leaf]
+            while domain != NO_PARENT and domain not in above:
+                above.add(domain)
+                domain = parent[domain]
+        self.dirty.clear()
+        values, children, inner = topo.values, topo.children, request.inner
+        for domain in sorted(above, key=lambda d: -len(values[d])):
+            level = len(values[domain]) - 1
+            unit = inner.get(level + 1, 1)
+            _roll_up(
+                counts, domain, children[domain], unit, level == slice_level, slice_size, False
+            )
+
+
 def _fill_leaves(
-    topo: Topology, request: CountRequest, counts: Counts, exclusions: Exclusions
+    topo: Topology,
+    request: CountRequest,
+    counts: Counts,
+    exclusions: Exclusions,
+    limited: dict[int, str] | None = None,
 ) -> None:
+    """`limited`, when given, gets each leaf that takes no pod for want of a resource."""
     pod, pod_wl, leader = counts.pod, counts.pod_wl, counts.leader
     requests, leader_requests, assumed = request.requests, request.leader, request.assumed
     selector = request.node_selector.items()
@@ -205,6 +290,8 @@ def _fill_leaves(
         pod_wl[leaf] = fit
         if fit == 0:
             exclusions.add_resource(limiting)
+            if limited is not None:
+                limited[leaf] = limiting
         if leader_requests is None:
             continue
         if pods_that_fit(leader_requests, free)[0] > 0:

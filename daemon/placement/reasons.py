@@ -64,6 +64,20 @@ class Exclusions:
     def add_resource(self, resource: str) -> None:
         self.resources[resource] = self.resources.get(resource, 0) + 1
 
+    def remove_resource(self, resource: str) -> None:
+        left = self.resources[resource] - 1
+        if left:
+            self.resources[resource] = left
+        else:
+            del self.resources[resource]
+
+    def copy(self) -> Exclusions:
+        clone = Exclusions(self.total)
+        clone.node_selector = self.node_selector
+        clone.taints = dict(self.taints)
+        clone.resources = dict(self.resources)
+        return clone
+
     def suffix(self) -> str:
         items: list[str] = []
         if self.node_selector:

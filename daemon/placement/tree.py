@@ -8,8 +8,8 @@ indexed by that number; nothing per domain is an object.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from daemon.placement.model import HOSTNAME_LABEL, NodeInfo
 
@@ -24,15 +24,19 @@ class Topology:
     """The static tree built from one node list; reused for every pod set placed on it.
 
     `free` is indexed by domain number (empty for inner domains); `leaf_node` maps each leaf
-    to the node that stands for it.
+    to the node that stands for it, `leaf_of` each node taking part to its leaf. `fills` is
+    where `daemon.placement.counts` keeps the leaf counts of pod shapes already placed on
+    this tree; `charge` keeps them current.
     """
 
     __slots__ = (
         "by_level",
         "children",
+        "fills",
         "free",
         "hostname_lowest",
         "leaf_node",
+        "leaf_of",
         "leaves",
         "levels",
         "parent",
@@ -40,7 +44,12 @@ class Topology:
         "values",
     )
 
-    def __init__(self, levels: tuple[str, ...], leaves: dict[tuple[str, ...], LeafData]) -> None:
+    def __init__(
+        self,
+        levels: tuple[str, ...],
+        leaves: dict[tuple[str, ...], LeafData],
+        node_paths: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
         self.levels = levels
         self.hostname_lowest = levels[-1] == HOSTNAME_LABEL
         depth = len(levels)
@@ -50,6 +59,8 @@ class Topology:
         self.by_level: list[list[int]] = [[] for _ in range(depth)]
         self.free: list[dict[str, int]] = []
         self.leaf_node: dict[int, NodeInfo] = {}
+        self.fills: dict[Any, Any] = {}
+        leaf_at: dict[tuple[str, ...], int] = {}
         # Walking the sorted leaf paths creates every domain in pre-order, which for sorted
         # tuples is the lexicographic order of all their prefixes.
         chain = [NO_PARENT] * depth
@@ -72,11 +83,25 @@ class Topology:
                     free, node = leaves[path]
                     self.free.append(free)
                     self.leaf_node[domain] = node
+                    leaf_at[path] = domain
                 else:
                     self.free.append({})
             previous = path
         self.leaves: list[int] = self.by_level[-1]
         self.tainted = any(node.taints for node in self.leaf_node.values())
+        self.leaf_of: dict[str, int] = {
+            name: leaf_at[path] for name, path in (node_paths or {}).items()
+        }
+
+    def charge(self, leaf: int, requests: Mapping[str, int]) -> None:
+        """Take one pod's `requests` off `leaf`'s free room (a pod bound after the tree was
+        built); the cached counts of every shape see the leaf as changed."""
+        free = self.free[leaf]
+        for name, amount in requests.items():
+            free[name] = free.get(name, 0) - amount
+        free["pods"] = free.get("pods", 0) - 1
+        for fill in self.fills.values():
+            fill.dirty.add(leaf)
 
     @property
     def depth(self) -> int:
@@ -110,6 +135,7 @@ def build_topology(levels: Sequence[str], nodes: Iterable[NodeInfo]) -> Topology
     levels = tuple(levels)
     hostname_lowest = levels[-1] == HOSTNAME_LABEL
     leaf_path: dict[str, tuple[str, ...]] = {}
+    node_paths: dict[str, tuple[str, ...]] = {}
     leaves: dict[tuple[str, ...], LeafData] = {}
     for node in nodes:
         if not node.ready or node.unschedulable:
@@ -121,6 +147,7 @@ def build_topology(levels: Sequence[str], nodes: Iterable[NodeInfo]) -> Topology
             continue
         if hostname_lowest:
             path = leaf_path.setdefault(path[-1], path)
+        node_paths[node.name] = path
         entry = leaves.get(path)
         if entry is None:
             free = dict(node.allocatable)
@@ -131,4 +158,4 @@ def build_topology(levels: Sequence[str], nodes: Iterable[NodeInfo]) -> Topology
                 free[name] = free.get(name, 0) + amount
         for name, amount in node.used.items():
             free[name] = free.get(name, 0) - amount
-    return Topology(levels, leaves)
+    return Topology(levels, leaves, node_paths)

@@ -96,38 +96,13 @@ class PlacedTree:
         self.tree: Tree = build_topology(levels, infos)
         self.tainted = any(t.effect in SCHEDULING_EFFECTS for info in infos for t in info.taints)
         self._by_values: dict[tuple[str, ...], dict[tuple[str, ...], list[NodeInfo]]] = {}
-        self._leaves: dict[str, int] | None = None
 
     def take(self, node: str, requests: Mapping[str, int]) -> None:
         """Charge a pod bound to `node` to its leaf's free room, as a rebuilt tree would show
         it (rebuilding costs a full pass over the nodes; this is a few dict updates)."""
-        leaf = self._leaf_of().get(node)
-        if leaf is None:
-            return
-        free = self.tree.free[leaf]
-        for name, amount in requests.items():
-            free[name] = free.get(name, 0) - amount
-        free["pods"] = free.get("pods", 0) - 1
-
-    def _leaf_of(self) -> dict[str, int]:
-        """Node name -> its leaf domain, the way `build_topology` merged nodes into leaves."""
-        if self._leaves is None:
-            tree = self.tree
-            domain_of = {tree.values[leaf]: leaf for leaf in tree.leaves}
-            first_path: dict[str, tuple[str, ...]] = {}
-            self._leaves = {}
-            for info in self.infos:
-                if not info.ready or info.unschedulable:
-                    continue
-                if not all(level in info.labels for level in self.levels):
-                    continue
-                path = tuple(info.labels[level] for level in self.levels)
-                if tree.hostname_lowest:
-                    path = first_path.setdefault(path[-1], path)
-                leaf = domain_of.get(path)
-                if leaf is not None:
-                    self._leaves[info.name] = leaf
-        return self._leaves
+        leaf = self.tree.leaf_of.get(node)
+        if leaf is not None:
+            self.tree.charge(leaf, requests)
 
     def nodes_in(self, assignment_levels: tuple[str, ...]) -> dict[tuple[str, ...], list[NodeInfo]]:
         index = self._by_values.get(assignment_levels)
@@ -360,19 +335,22 @@ def expand(
     nodes (a lowest level that is not the hostname) may have the room in sum but not on any
     one node that admits them; that is a failure, never an overcommitted node."""
     index = placed.nodes_in(assignment.levels)
-    if model is not None and (
-        model.node_selector or model.node_affinity or model.tolerations or placed.tainted
-    ):
-        index = {
-            values: [info for info in infos if admits(info, model)]
-            for values, infos in index.items()
-        }
+    # Only the nodes of the assigned domains are checked, and only as they are reached: a
+    # gang of a few pods on a large cluster looks at a handful of nodes, not at all of them.
+    screen = (
+        model
+        if model is not None
+        and (model.node_selector or model.node_affinity or model.tolerations or placed.tainted)
+        else None
+    )
     vector = [(name, amount) for name, amount in requests.items() if amount > 0]
     vector.append(("pods", 1))
     nodes: list[str] = []
     for domain in assignment.domains:
         need = domain.count
         for info in index.get(domain.values, ()):
+            if screen is not None and not admits(info, screen):
+                continue
             took = taken.setdefault(info.name, {})
             while need and all(
                 info.allocatable.get(name, 0) - info.used.get(name, 0) - took.get(name, 0) >= amount

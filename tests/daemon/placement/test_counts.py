@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from daemon.placement import NodeInfo, Topology, build_topology
+from daemon.placement import NodeInfo, Taint, Topology, build_topology
 from daemon.placement.counts import (
     MAX_PODS,
     CountRequest,
@@ -156,3 +159,91 @@ def test_exclusions_count_leaves_that_fit_no_pod_by_limiting_resource() -> None:
 def test_levels_without_domains_exist_only_when_no_node_takes_part(level: str) -> None:
     topo = build_topology(THREE_LEVELS, [node("b1/r1/x1", cpu="1", pods="10", ready=False)])
     assert topo.by_level[THREE_LEVELS.index(level)] == []
+
+
+# -- counts kept on the tree across charges ------------------------------------------------------
+
+
+def _request(cpu: int, slice_size: int = 1, slice_level: int = 2) -> CountRequest:
+    return CountRequest(
+        requests=pod_requests({"cpu": cpu}),
+        leader=None,
+        slice_size=slice_size,
+        slice_level=slice_level,
+        inner={},
+        tolerations=(),
+        node_selector={},
+        assumed={},
+    )
+
+
+def _numbers(counts: Counts, exclusions: Exclusions) -> tuple[object, ...]:
+    return (
+        counts.pod,
+        counts.pod_wl,
+        counts.slice,
+        counts.slice_wl,
+        counts.leader,
+        exclusions.suffix(),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 7), min_size=1, max_size=12),  # cpu per host, whole CPUs
+    st.lists(
+        st.tuples(
+            st.integers(0, 11),  # host charged
+            st.integers(0, 3000),  # its pod's millicores
+            st.sampled_from([(500, 1, 2), (1000, 2, 2), (1500, 2, 1), (250, 3, 0)]),
+        ),
+        max_size=25,
+    ),
+    st.booleans(),
+)
+def test_counts_kept_on_the_tree_match_counts_from_scratch(
+    cpus: list[int],
+    steps: list[tuple[int, int, tuple[int, int, int]]],
+    taint_some: bool,
+) -> None:
+    """Whatever the order of charges and placements, the counts a tree keeps for a shape are
+    those of a tree built afresh from the nodes with the charged usage, exclusions included."""
+    taint = Taint("gpu", "NoSchedule", "true")
+    nodes = [
+        node(
+            f"b{i % 2}/r{i % 4}/x{i}",
+            cpu=str(cpu),
+            pods=2 + i % 3,
+            taints=(taint,) if taint_some and i % 5 == 0 else (),
+        )
+        for i, cpu in enumerate(cpus)
+    ]
+    used = {n.name: {"cpu": 0, "pods": 0} for n in nodes}
+    kept = build_topology(THREE_LEVELS, nodes)
+
+    def same_as_rebuilt(request: CountRequest) -> None:
+        rebuilt = build_topology(
+            THREE_LEVELS, [msgspec.structs.replace(n, used=used[n.name]) for n in nodes]
+        )
+        assert _numbers(*fill_counts(kept, request)) == _numbers(*fill_counts(rebuilt, request))
+
+    for host, millicores, (cpu, slice_size, slice_level) in steps:
+        same_as_rebuilt(_request(cpu, slice_size, slice_level))
+        name = nodes[host % len(nodes)].name
+        leaf = kept.leaf_of.get(name)
+        if leaf is not None:
+            kept.charge(leaf, {"cpu": millicores})
+            used[name]["cpu"] += millicores
+            used[name]["pods"] += 1
+    for _, _, (cpu, slice_size, slice_level) in steps:
+        same_as_rebuilt(_request(cpu, slice_size, slice_level))
+
+
+def test_phase_two_writes_into_a_copy_of_the_kept_counts() -> None:
+    topo = build_topology(THREE_LEVELS, cpu_hosts({"b1/r1/x1": 4, "b1/r1/x2": 2}))
+    counts, exclusions = fill_counts(topo, _request(1000))
+    counts.pod[0] = -1
+    exclusions.add_resource("cpu")
+    again, excluded = fill_counts(topo, _request(1000))
+    assert again.pod[0] == 6
+    assert excluded.resources == {}
