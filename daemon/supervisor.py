@@ -126,7 +126,12 @@ class Daemon:
         )
 
     async def send(self, events: list[Event]) -> None:
-        await self._tx.send(events)
+        # Waiting (and its checkpoint) only when the channel is full: a send per outcome and
+        # per watch event went through anyio's backend lookup every time.
+        try:
+            self._tx.send_nowait(events)
+        except anyio.WouldBlock:
+            await self._tx.send(events)
 
     def is_synced(self) -> bool:
         return self.synced.is_set()
@@ -483,7 +488,7 @@ class Daemon:
             # A term that ended meanwhile hands out nothing: its intents are marked
             # unconfirmed when the pump sees the end of the term.
             if event.intents and self.leading and term == self._term:
-                await self._actions.send((term, seq, event, context))
+                self._actions.send_nowait((term, seq, event, context))  # unbounded
                 self.pumped_at = time.monotonic()
 
     async def _maybe_snapshot(self, event_log: EventLog, appended: int) -> None:

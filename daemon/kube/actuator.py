@@ -9,6 +9,7 @@ fresh state. 429 and 5xx answers and broken connections are retried with back-of
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from itertools import groupby
 from typing import Any, Final
@@ -58,6 +59,45 @@ class Result(msgspec.Struct, frozen=True):
     uid: str = ""
 
 
+class Slots:
+    """At most `size` holders at once, first come first served.
+
+    Taking a free slot does not yield to the event loop: anyio's CapacityLimiter checkpoints
+    on every acquire and looks up the current task twice, which at one slot per API call
+    cost a few per cent of the daemon's CPU. A released slot goes straight to the oldest
+    waiter."""
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiters: deque[anyio.Event] = deque()
+
+    async def __aenter__(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        turn = anyio.Event()
+        self._waiters.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():
+                self._release()  # handed a slot just as it was cancelled: pass it on
+            else:
+                self._waiters.remove(turn)
+            raise
+
+    async def __aexit__(self, *_: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._waiters:
+            self._waiters.popleft().set()
+        else:
+            self._free += 1
+
+
 class Actuator:
     def __init__(
         self,
@@ -76,7 +116,7 @@ class Actuator:
         self.tracer = tracer
         self._on_error = on_error
         self._on_done = on_done
-        self._limiter = anyio.CapacityLimiter(concurrency)
+        self._slots = Slots(concurrency)
         self.in_flight = 0
         self.calls = 0
         self._idle = anyio.Event()
@@ -117,7 +157,7 @@ class Actuator:
         span = self._start_span(seq, index, intent, parent)
         result: Result | None = None
         try:
-            async with self._limiter:
+            async with self._slots:
                 began = time.monotonic()
                 result = await self.perform(intent)
                 if self._on_done is not None:
