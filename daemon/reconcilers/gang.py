@@ -92,7 +92,7 @@ from daemon.reconcilers.gangspec import (
 )
 from events.gangs import QUEUE, dirty_group, workload_name
 from events.intents import Bind, Delete, Intent, Patch
-from events.objects import Pod, Workload
+from events.objects import Pod, PodGroup, Workload
 from events.quantity import format_units
 from events.state import State
 
@@ -169,14 +169,57 @@ def _floor_s(ms: int) -> int:
 
 
 class _Group:
-    """A group under decision: its spec and members, or why it cannot be read."""
+    """A group under decision: its spec and members, or why it cannot be read. Never changed
+    once read (`Reads` hands the same one to later passes); `need` is filled on first use."""
 
-    __slots__ = ("error", "members", "spec")
+    __slots__ = ("error", "members", "need", "spec")
 
     def __init__(self, spec: GroupSpec, members: Members) -> None:
         self.spec = spec
         self.members = members
         self.error: str | None = None
+        # What the pending members request together and the level they must share (release).
+        self.need: tuple[dict[str, int], str | None] | None = None
+
+
+class Reads:
+    """Groups read in earlier passes, handed out again while the PodGroup and every member
+    are the very objects they were read from. The fold replaces an object on every change
+    and never edits one, so a reused read is the read that would be made: no answer changes.
+    Thousands of gangs waiting for room are looked at on every pass that frees some; reading
+    each afresh (its spec parsed, its members sorted) was a quarter of the daemon's time."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[PodGroup, tuple[tuple[str, Pod | None], ...], _Group]] = {}
+
+    def get(self, state: State, key: str) -> _Group | None:
+        entry = self._entries.get(key)
+        if entry is None or state.podgroups.get(key) is not entry[0]:
+            return None
+        keys = state.group_members.get(key, ())
+        members = entry[1]
+        if len(keys) != len(members):
+            return None
+        pods = state.pods
+        for pod_key, pod in members:
+            if pods.get(pod_key) is not pod:
+                return None
+        return entry[2]
+
+    def put(self, state: State, key: str, podgroup: PodGroup, group: _Group) -> None:
+        pods = state.pods
+        members = tuple((k, pods.get(k)) for k in state.group_members.get(key, ()))
+        self._entries[key] = (podgroup, members, group)
+
+    def keep_only(self, keys: set[str]) -> None:
+        """Forget the groups not in `keys`: only waiting groups are remembered, so what this
+        holds beyond the state itself is bounded by the queue."""
+        self._entries = {k: v for k, v in self._entries.items() if k in keys}
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class _Step:
@@ -290,6 +333,7 @@ class GangReconciler:
     # above the lowest.
     ratio_level: str = ""
     passes: Passes = field(default_factory=Passes, compare=False, repr=False, hash=False)
+    reads: Reads = field(default_factory=Reads, compare=False, repr=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -312,6 +356,8 @@ class GangReconciler:
         cluster = queue.split("/", 1)[1]
         waiting = state.gang_queue.get(cluster)
         if not waiting:
+            if self.reads:
+                self.reads.keep_only({k for queued in state.gang_queue.values() for _, k in queued})
             return []
         view = self.passes.get(state, queue).cluster(cluster)
         budgets: dict[str | None, dict[tuple[str, ...], dict[str, int]]] = {}
@@ -324,13 +370,16 @@ class GangReconciler:
 
         keys: set[str] = set()
         passed = 0
+        if len(self.reads) > 2 * sum(map(len, state.gang_queue.values())) + 1_000:
+            self.reads.keep_only({k for queued in state.gang_queue.values() for _, k in queued})
         for _, group_key in waiting:
-            group = self._read(state, cluster, group_key)
+            group = self._read(state, cluster, group_key, remember=True)
             if group is None or not group.members.pending:
                 continue  # waiting for members, not room: their arrival wakes it
-            need = demand(group.members.pending)
+            if group.need is None:
+                group.need = (demand(group.members.pending), self._required(group))
+            need, level = group.need
             takes = [budget(None).get((), {})]
-            level = self._required(group)
             if level is not None:
                 rooms = budget(level)
                 domain = next((d for d, a in rooms.items() if not short_of(need, a)), None)
@@ -363,10 +412,23 @@ class GangReconciler:
         keys = state.group_members.get(group_key, ())
         return members((pods[k] for k in keys if k in pods), self.scheduler_name)
 
-    def _read(self, state: State, cluster: str, group_key: str) -> _Group | None:
+    def _read(
+        self, state: State, cluster: str, group_key: str, *, remember: bool = False
+    ) -> _Group | None:
+        """The group and its members; `remember`: keep the read for later passes (waiting
+        groups, which `release` looks at again and again)."""
+        read = self.reads.get(state, group_key)
+        if read is not None:
+            return read
         group = state.podgroups.get(group_key)
         if group is None:
             return None
+        read = self._read_afresh(state, cluster, group_key, group)
+        if remember:
+            self.reads.put(state, group_key, group, read)
+        return read
+
+    def _read_afresh(self, state: State, cluster: str, group_key: str, group: PodGroup) -> _Group:
         found = self._members(state, group_key)
         try:
             spec = group_spec(cluster, group)

@@ -98,3 +98,35 @@ def test_a_cluster_without_waiting_groups_marks_no_queue() -> None:
     world.dirty.clear()
     world.remove(world.pod("taken"))
     assert QUEUE_KEY not in world.dirty
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        # Nothing changed: the remembered read is the read.
+        ("none", ["a"]),
+        # A third member needs more than the two free GPUs.
+        ("member added", []),
+        # A member replaced by a bigger one (a new object for the same key).
+        ("member resized", []),
+        # The PodGroup replaced: its minCount raised to what is there.
+        ("group changed", ["a"]),
+        # A member gone: one pod needs less and still fits.
+        ("member removed", ["a"]),
+    ],
+)
+def test_a_waiting_group_remembered_between_passes_is_read_again_once_it_changes(
+    change: str, expected: list[str]
+) -> None:
+    world = waiting_world(2, [("a", 2, 0)])
+    assert released(world.state, [world.rec], {QUEUE_KEY}) == {key("a")}
+    if change == "member added":
+        world.add(*members("a", 3)[2:])
+    elif change == "member resized":
+        world.observe(members("a", 2, gpus=2)[1])
+    elif change == "group changed":
+        group = world.state.podgroups[f"{CLUSTER}/ns/a"]
+        world.observe(msgspec.structs.replace(group, rv="2"))
+    elif change == "member removed":
+        world.remove(members("a", 2)[1])
+    assert released(world.state, [world.rec], {QUEUE_KEY}) == {key(n) for n in expected}
