@@ -10,6 +10,7 @@ quantity string.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Final
 
 import msgspec
@@ -368,10 +369,20 @@ def timestamp_ms(text: str | None, field: str = "metadata timestamp") -> int | N
     """RFC 3339 time as Unix milliseconds (``None`` stays ``None``); errors name `field`."""
     if text is None:
         return None
+    ms = _epoch_ms(text)
+    if ms is None:
+        raise ObjectError(f"{field}: invalid RFC 3339 time {text!r}")
+    return ms
+
+
+# Timestamps have one-second resolution: the pods created, started or finished in the same
+# second carry the same strings, and a watch stream parses each many times over.
+@lru_cache(maxsize=4096)
+def _epoch_ms(text: str) -> int | None:
     try:
         return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError as exc:
-        raise ObjectError(f"{field}: invalid RFC 3339 time {text!r}") from exc
+    except ValueError:
+        return None
 
 
 def _meta_fields(meta: _Meta) -> dict[str, Any]:

@@ -765,3 +765,23 @@ def test_required_node_affinity_decodes_into_terms() -> None:
         ),
         (NodeSelectorRequirement("spot", "Exists"),),
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, None),
+        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
+        ("2026-01-01T01:00:00+01:00", 1_767_225_600_000),
+        ("2026-01-01T00:00:00.250Z", 1_767_225_600_250),
+    ],
+)
+def test_timestamps_are_unix_milliseconds(text: str | None, expected: int | None) -> None:
+    assert timestamp_ms(text) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "", "2026-13-01T00:00:00Z"])
+def test_a_bad_timestamp_names_its_field_every_time(text: str) -> None:
+    for _ in range(2):  # the second time from the parse cache
+        with pytest.raises(ObjectError, match=r"status\.startTime: invalid RFC 3339 time"):
+            timestamp_ms(text, "status.startTime")
