@@ -30,13 +30,14 @@ class Topology:
     """
 
     __slots__ = (
+        "_leaf_of",
+        "_node_paths",
         "by_level",
         "children",
         "fills",
         "free",
         "hostname_lowest",
         "leaf_node",
-        "leaf_of",
         "leaves",
         "levels",
         "parent",
@@ -60,7 +61,8 @@ class Topology:
         self.free: list[dict[str, int]] = []
         self.leaf_node: dict[int, NodeInfo] = {}
         self.fills: dict[Any, Any] = {}
-        leaf_at: dict[tuple[str, ...], int] = {}
+        self._node_paths = node_paths or {}
+        self._leaf_of: dict[str, int] | None = None
         # Walking the sorted leaf paths creates every domain in pre-order, which for sorted
         # tuples is the lexicographic order of all their prefixes.
         chain = [NO_PARENT] * depth
@@ -83,15 +85,20 @@ class Topology:
                     free, node = leaves[path]
                     self.free.append(free)
                     self.leaf_node[domain] = node
-                    leaf_at[path] = domain
                 else:
                     self.free.append({})
             previous = path
         self.leaves: list[int] = self.by_level[-1]
         self.tainted = any(node.taints for node in self.leaf_node.values())
-        self.leaf_of: dict[str, int] = {
-            name: leaf_at[path] for name, path in (node_paths or {}).items()
-        }
+
+    @property
+    def leaf_of(self) -> dict[str, int]:
+        """Each node taking part -> its leaf; made on first use (a one-off placement never
+        asks)."""
+        if self._leaf_of is None:
+            at = {self.values[leaf]: leaf for leaf in self.leaves}
+            self._leaf_of = {name: at[path] for name, path in self._node_paths.items()}
+        return self._leaf_of
 
     def charge(self, leaf: int, requests: Mapping[str, int]) -> None:
         """Take one pod's `requests` off `leaf`'s free room (a pod bound after the tree was
