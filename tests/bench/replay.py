@@ -66,7 +66,8 @@ async def build(path: Path, events: int = EVENTS) -> int:
                     Outcome(at=d.at, decision=seq, index=0, ok=True)
                     for seq, d in zip(seqs, made, strict=True)
                     if d.intents
-                ][: events - written - len(made)]
+                ]
+                del outcomes[max(events - written - len(made), 0) :]
                 for seq, event in zip(await log.append(outcomes), outcomes, strict=True):
                     fold(state, seq, event)
                 written += len(made) + len(outcomes)
