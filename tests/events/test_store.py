@@ -28,6 +28,7 @@ from events.schema import (
     event_ref,
 )
 from events.store import (
+    PAGE_SIZE,
     CorruptEvent,
     CorruptLog,
     EventLog,
@@ -621,3 +622,25 @@ async def test_new_log_is_stamped(tmp_path: Path) -> None:
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'"
         ).fetchall()
         assert indexes == []
+
+
+async def test_a_new_log_has_large_pages_and_an_older_one_keeps_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def page_size(path: Path) -> int:
+        with closing(sqlite3.connect(path)) as conn:
+            return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+    async with EventLog.open(tmp_path / "new.db") as log:
+        await log.append(sample_events())
+    assert page_size(tmp_path / "new.db") == PAGE_SIZE == 65_536
+
+    with monkeypatch.context() as patched:
+        patched.setattr("events.store.PAGE_SIZE", 4096)  # as versions before the change made
+        async with EventLog.open(tmp_path / "old.db") as log:
+            await log.append(sample_events())
+    async with EventLog.open(tmp_path / "old.db") as log:
+        await log.append(sample_events())
+    assert page_size(tmp_path / "old.db") == 4096
+    async with EventLog.open(tmp_path / "old.db", readonly=True) as log:
+        assert [e for _, e in [pair async for pair in log.read()]] == sample_events() * 2
