@@ -11,7 +11,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 import msgspec
@@ -113,12 +113,19 @@ async def _without_environment_lookups(api_client: client.ApiClient) -> AsyncIte
         await session.close()
 
 
+_AUTH: Final = ["BearerToken"]
+
+
 class KubeApi:
     """One cluster's API."""
 
     def __init__(self, cluster: str, api_client: client.ApiClient) -> None:
         self.cluster = cluster
         self._client = api_client
+        host = api_client.configuration.host
+        if not host:
+            raise ValueError(f"cluster {cluster}: the client configuration names no server")
+        self._host: str = host
 
     @classmethod
     @asynccontextmanager
@@ -145,13 +152,19 @@ class KubeApi:
         content_type: str = JSON,
         request_timeout: aiohttp.ClientTimeout | float | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        response = await self._client.call_api(
-            path,
+        # The client's own request path, minus `call_api`'s marshalling: that walks every body
+        # to turn generated model objects into JSON values, and every body here already is
+        # one (a tenth of the cost of a binding). Authentication is still the client's.
+        client = self._client
+        headers = {**client.default_headers, "Accept": JSON, "Content-Type": content_type}
+        params = list((query or {}).items())
+        await client.update_params_for_auth(headers, params, _AUTH)
+        response = await client.request(
             method,
-            query_params=list((query or {}).items()),
-            header_params={"Accept": JSON, "Content-Type": content_type},
+            self._host + path,
+            query_params=params,
+            headers=headers,
             body=body,
-            auth_settings=["BearerToken"],
             _preload_content=False,
             _request_timeout=request_timeout,
         )
