@@ -106,6 +106,33 @@ def untolerated_taint(node: NodeInfo, tolerations: Sequence[Toleration]) -> str 
     return None
 
 
+# What `excluded_by` says of a node that a nodeSelector or required node affinity rules out
+# (a taint is always printed with its ``:Effect``, so the two never meet).
+SELECTOR: Final = "nodeSelector"
+
+
+def excluded_by(
+    node: NodeInfo,
+    tolerations: Sequence[Toleration],
+    selector: Mapping[str, str],
+    affinity: Terms,
+) -> str | None:
+    """Why `node` takes no pod with these tolerations, nodeSelector and required node
+    affinity: the first taint none tolerates (`untolerated_taint`), or `SELECTOR` when the
+    labels do not match (Kueue matches nodeSelector and required node affinity as one, and
+    reports both as nodeSelector exclusions); None when it may take them."""
+    if node.taints:
+        taint = untolerated_taint(node, tolerations)
+        if taint is not None:
+            return taint
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in selector.items()):
+        return SELECTOR
+    if affinity and not admitted(affinity, labels, node.name):
+        return SELECTOR
+    return None
+
+
 def _tolerates(toleration: Toleration, key: str, value: str, effect: str) -> bool:
     if toleration.effect and toleration.effect != effect:
         return False
@@ -258,26 +285,18 @@ def _fill_leaves(
     """`limited`, when given, gets each leaf that takes no pod for want of a resource."""
     pod, pod_wl, leader = counts.pod, counts.pod_wl, counts.leader
     requests, leader_requests, assumed = request.requests, request.leader, request.assumed
-    selector = request.node_selector.items()
+    selector, affinity = request.node_selector, request.node_affinity
     # Kueue filters nodes per pod set only when leaves are nodes.
-    affinity = request.node_affinity
     check_nodes = topo.hostname_lowest and (bool(selector) or bool(affinity) or topo.tainted)
     leaf_node, free_of = topo.leaf_node, topo.free
     for leaf in topo.leaves:
         if check_nodes:
-            node = leaf_node[leaf]
-            if node.taints:
-                taint = untolerated_taint(node, request.tolerations)
-                if taint is not None:
-                    exclusions.add_taint(taint)
-                    continue
-            if selector and any(node.labels.get(key) != value for key, value in selector):
+            why = excluded_by(leaf_node[leaf], request.tolerations, selector, affinity)
+            if why == SELECTOR:
                 exclusions.node_selector += 1
                 continue
-            # Kueue matches nodeSelector and required node affinity as one, and reports both
-            # as nodeSelector exclusions.
-            if affinity and not admitted(affinity, node.labels, node.name):
-                exclusions.node_selector += 1
+            if why is not None:
+                exclusions.add_taint(why)
                 continue
         free = free_of[leaf]
         used = assumed.get(leaf) if assumed else None

@@ -57,10 +57,10 @@ from daemon.reconcilers.gangplace import (
     Slots,
     anchor,
     demand,
+    domain_with_room,
     fit,
     levels_for,
     pod_set,
-    room_for,
     short_of,
 )
 from daemon.reconcilers.gangspec import (
@@ -147,7 +147,7 @@ def short_room(view: ClusterView, pods: Sequence[Pod], level: str | None) -> str
     where = "in the whole cluster"
     if not short and level is not None:
         rooms = view.room(level)
-        if room_for(need, rooms):
+        if domain_with_room(need, rooms) is not None:
             return None
         free = {
             name: max((room.get(name, 0) for room in rooms.values()), default=0) for name in need
@@ -213,13 +213,14 @@ class Reads:
         members = tuple((k, pods.get(k)) for k in state.group_members.get(key, ()))
         self._entries[key] = (podgroup, members, group)
 
-    def keep_only(self, keys: set[str]) -> None:
-        """Forget the groups not in `keys`: only waiting groups are remembered, so what this
-        holds beyond the state itself is bounded by the queue."""
-        self._entries = {k: v for k, v in self._entries.items() if k in keys}
-
-    def __len__(self) -> int:
-        return len(self._entries)
+    def prune(self, state: State) -> None:
+        """Forget groups no longer waiting once they could outnumber the waiting ones: only
+        waiting groups are remembered, so what this holds beyond the state itself stays
+        bounded by the queues."""
+        queues = state.gang_queue.values()
+        if len(self._entries) > 2 * sum(map(len, queues)) + 1_000:
+            waiting = {key for queue in queues for _, key in queue}
+            self._entries = {k: v for k, v in self._entries.items() if k in waiting}
 
 
 class _Step:
@@ -354,10 +355,9 @@ class GangReconciler:
         requires. Kueue's BestEffortFIFO, bounded by the room instead of trying every
         waiting workload at every change."""
         cluster = queue.split("/", 1)[1]
+        self.reads.prune(state)
         waiting = state.gang_queue.get(cluster)
         if not waiting:
-            if self.reads:
-                self.reads.keep_only({k for queued in state.gang_queue.values() for _, k in queued})
             return []
         view = self.passes.get(state, queue).cluster(cluster)
         budgets: dict[str | None, dict[tuple[str, ...], dict[str, int]]] = {}
@@ -370,8 +370,6 @@ class GangReconciler:
 
         keys: set[str] = set()
         passed = 0
-        if len(self.reads) > 2 * sum(map(len, state.gang_queue.values())) + 1_000:
-            self.reads.keep_only({k for queued in state.gang_queue.values() for _, k in queued})
         for _, group_key in waiting:
             group = self._read(state, cluster, group_key, remember=True)
             if group is None or not group.members.pending:
@@ -382,7 +380,7 @@ class GangReconciler:
             takes = [budget(None).get((), {})]
             if level is not None:
                 rooms = budget(level)
-                domain = next((d for d, a in rooms.items() if not short_of(need, a)), None)
+                domain = domain_with_room(need, rooms)
                 takes.append(rooms[domain] if domain is not None else {})
             if any(short_of(need, room) for room in takes):
                 passed += 1

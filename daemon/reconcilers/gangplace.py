@@ -18,7 +18,6 @@ tree takes ~20 ms at 10k nodes).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
 
 from daemon.placement import (
     HOSTNAME_LABEL,
@@ -29,15 +28,12 @@ from daemon.placement import (
     place_on,
 )
 from daemon.placement import Topology as Tree
-from daemon.placement.affinity import admitted
-from daemon.placement.counts import untolerated_taint
+from daemon.placement.counts import SCHEDULING_EFFECTS, excluded_by
 from daemon.placement.validation import first_problem
 from daemon.reconcilers.gangspec import TopologyRequest
 from events.objects import Node, Pod
 from events.quantity import add_into
 from events.state import State
-
-SCHEDULING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 Amounts = dict[str, int]
 # Label values a placement is confined to (an anchor), as sorted (label, value) pairs.
@@ -78,13 +74,9 @@ def eligible(node: NodeInfo, levels: Sequence[str]) -> bool:
 
 def admits(node: NodeInfo, pod: Pod) -> bool:
     """Whether `pod`'s nodeSelector and required node affinity match `node` and its
-    tolerations cover every taint of the node that keeps pods away (NoSchedule, NoExecute)."""
-    labels = node.labels
-    if any(labels.get(key) != value for key, value in pod.node_selector.items()):
-        return False
-    if not admitted(pod.node_affinity, labels, node.name):
-        return False
-    return untolerated_taint(node, pod.tolerations) is None
+    tolerations cover every taint of the node that keeps pods away (NoSchedule, NoExecute):
+    the test placement makes of each leaf (`excluded_by`), made of one node."""
+    return excluded_by(node, pod.tolerations, pod.node_selector, pod.node_affinity) is None
 
 
 class PlacedTree:
@@ -235,8 +227,11 @@ def domain_of(
     return tuple(values)
 
 
-def room_for(need: Mapping[str, int], rooms: Mapping[tuple[str, ...], Amounts]) -> bool:
-    return any(not short_of(need, free) for free in rooms.values())
+def domain_with_room(
+    need: Mapping[str, int], rooms: Mapping[tuple[str, ...], Amounts]
+) -> tuple[str, ...] | None:
+    """The first domain of `rooms` (see `ClusterView.room`) with room for `need`, if any."""
+    return next((domain for domain, free in rooms.items() if not short_of(need, free)), None)
 
 
 class Pass:
