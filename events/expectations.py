@@ -12,9 +12,9 @@ from typing import Final
 
 from events.intents import Bind
 from events.objects import KObject, Pod
-from events.quantity import add_into
 from events.schema import Decided, Outcome
 from events.state import Expectation, State
+from events.topology import add_pod
 
 TTL_MS: Final = 5 * 60 * 1000
 
@@ -113,11 +113,9 @@ def _assume(state: State, ref: str, expectation: Expectation, sign: int) -> None
     """Charge (or give back) a bind's requests to its node in ``State.assumed``."""
     if expectation.op != "bind" or not expectation.requests:
         return
-    node = f"{ref.split('/', 2)[1]}//{expectation.node}"
-    charged = state.assumed.setdefault(node, {})
-    add_into(charged, {**expectation.requests, "pods": 1}, sign)
-    if not charged:
-        del state.assumed[node]
+    add_pod(
+        state.assumed, f"{ref.split('/', 2)[1]}//{expectation.node}", expectation.requests, sign
+    )
 
 
 def _release(state: State, key: str) -> None:

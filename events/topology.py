@@ -44,7 +44,7 @@ def _add(table: dict[str, Amounts], domain: str, amounts: Amounts, sign: int) ->
         del table[domain]
 
 
-def _add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: int) -> None:
+def add_pod(table: dict[str, Amounts], domain: str, requests: Amounts, sign: int) -> None:
     """`_add` of one pod's requests plus its ``pods: 1``, in one pass (the hot path)."""
     current = table.get(domain)
     if current is None:
@@ -221,9 +221,9 @@ class Topology(msgspec.Struct):
         return True
 
     def _move(self, node: str, requests: Amounts, sign: int) -> None:
-        _add_pod(self.node_used, node, requests, sign)
+        add_pod(self.node_used, node, requests, sign)
         path = self.paths.get(node)
         if path is not None:
             used = self.used
             for domain in path[:-1]:  # the leaf's usage is node_used's
-                _add_pod(used, domain, requests, sign)
+                add_pod(used, domain, requests, sign)
