@@ -168,28 +168,18 @@ class Actuator:
                 _finish_span(span, result)
         # The decision and object go on the line itself: binding them as context variables
         # for every intent cost more than a binding request.
+        about = {
+            "intent": intent.ref,
+            "code": result.code,
+            "cluster": intent.cluster,
+            "key": decision.key,
+            "reconciler": decision.reconciler,
+            "seq": seq,
+        }
         if result.ok:
-            log.debug(
-                "intent done",
-                intent=intent.ref,
-                code=result.code,
-                cluster=intent.cluster,
-                key=decision.key,
-                reconciler=decision.reconciler,
-                seq=seq,
-            )
+            log.debug("intent done", **about)
         else:
-            log.warning(
-                "intent failed",
-                decision=seq,
-                intent=intent.ref,
-                code=result.code,
-                message=result.message,
-                cluster=intent.cluster,
-                key=decision.key,
-                reconciler=decision.reconciler,
-                seq=seq,
-            )
+            log.warning("intent failed", decision=seq, message=result.message, **about)
         await self._send_outcome(seq, index, result)
 
     def _start_span(
