@@ -18,7 +18,7 @@ import msgspec
 from daemon.reconcilers.base import Reconciler
 from daemon.reconcilers.runner import decide
 from events.fold import fold
-from events.replay import describe, iso_time, plain
+from events.replay import describe, iso_time, paused_gc, plain
 from events.schema import Decided, Event, Observed
 from events.state import State, decode_state, empty_state
 from events.store import EventLog
@@ -83,18 +83,19 @@ async def verify(
         pending.clear()
         return None
 
-    async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
-        for seq, event in batch:
-            if isinstance(event, Decided):
-                pending.append((seq, event))
-                continue
-            if pending and (problem := await flush()) is not None:
-                return Verified(checked, from_seq, problem.seq, problem)
-            fold(state, seq, event)
-        if progress is not None:
-            progress(state.seq, last)
-    if pending and (problem := await flush()) is not None:
-        return Verified(checked, from_seq, problem.seq, problem)
+    with paused_gc():
+        async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
+            for seq, event in batch:
+                if isinstance(event, Decided):
+                    pending.append((seq, event))
+                    continue
+                if pending and (problem := await flush()) is not None:
+                    return Verified(checked, from_seq, problem.seq, problem)
+                fold(state, seq, event)
+            if progress is not None:
+                progress(state.seq, last)
+        if pending and (problem := await flush()) is not None:
+            return Verified(checked, from_seq, problem.seq, problem)
     return Verified(checked, from_seq, last)
 
 

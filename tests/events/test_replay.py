@@ -1,0 +1,64 @@
+"""`events.replay`: the collector pause around bulk folds."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import nullcontext
+from pathlib import Path
+
+import pytest
+
+from events import replay
+from events.fold import fold
+from events.replay import paused_gc, rebuild
+from events.schema import Event
+from events.state import State
+from events.store import EventLog
+from tests.events.builders import make_node, make_pod, observed
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    """Whatever a test does to the collector, it is on again afterwards."""
+    yield
+    gc.enable()
+
+
+@pytest.mark.parametrize(
+    ("enabled_before", "raises"),
+    [(True, False), (False, False), (True, True), (False, True)],
+)
+def test_paused_gc_is_off_inside_and_as_before_after(
+    collector: None, enabled_before: bool, raises: bool
+) -> None:
+    (gc.enable if enabled_before else gc.disable)()
+    inside = None
+    with pytest.raises(RuntimeError) if raises else nullcontext(), paused_gc():
+        inside = gc.isenabled()
+        if raises:
+            raise RuntimeError("fold failed")
+    assert inside is False
+    assert gc.isenabled() is enabled_before
+
+
+@pytest.mark.anyio
+async def test_rebuild_folds_with_the_collector_off_and_turns_it_back_on(
+    collector: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[Event] = [observed(make_node("n1")), observed(make_pod("p1", node="n1"))]
+    async with EventLog.open(tmp_path / "log.db") as log:
+        await log.append(events)
+    seen: list[bool] = []
+
+    def spy(state: State, seq: int, event: Event) -> State:
+        seen.append(gc.isenabled())
+        return fold(state, seq, event)
+
+    monkeypatch.setattr(replay, "fold", spy)
+    gc.enable()
+    async with EventLog.open(tmp_path / "log.db", readonly=True) as log:
+        replayed = await rebuild(log)
+    assert seen == [False, False]
+    assert gc.isenabled()
+    assert sorted(replayed.state.pods) == ["c1/ns/p1"]
