@@ -7,6 +7,7 @@ enough for the pump, which records once per batch, not per event.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
@@ -104,15 +105,26 @@ class Metrics:
             name, [observe], unit, description
         )
 
-    def decided(self, event: Decided) -> None:
-        """Counted by the reason's category, as `kbatchd replay --explain` tells them."""
-        reconciler = {"reconciler": event.reconciler}
-        self.decisions.add(1, {**reconciler, "reason": reason_code(event.reason)})
-        category = categorize(event.reason)
-        if category == "admitted":
-            self.admissions.add(1, reconciler)
-        elif category == "preempted":
-            self.preemptions.add(1, reconciler)
+    def decided(self, events: Iterable[Decided]) -> None:
+        """Counted by the reason's category, as `kbatchd replay --explain` tells them: one
+        add per distinct label set of the batch (an add hashes its attributes, and a pass of
+        the gang reconciler logs dozens of decisions with the same few)."""
+        decisions: Counter[tuple[str, str]] = Counter()
+        admissions: Counter[str] = Counter()
+        preemptions: Counter[str] = Counter()
+        for event in events:
+            decisions[event.reconciler, reason_code(event.reason)] += 1
+            category = categorize(event.reason)
+            if category == "admitted":
+                admissions[event.reconciler] += 1
+            elif category == "preempted":
+                preemptions[event.reconciler] += 1
+        for (reconciler, code), count in decisions.items():
+            self.decisions.add(count, {"reconciler": reconciler, "reason": code})
+        for reconciler, count in admissions.items():
+            self.admissions.add(count, {"reconciler": reconciler})
+        for reconciler, count in preemptions.items():
+            self.preemptions.add(count, {"reconciler": reconciler})
 
     def api_error(self, cluster: str, source: str, code: int | str) -> None:
         self.api_errors.add(1, {"cluster": cluster, "source": source, "code": str(code)})

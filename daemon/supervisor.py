@@ -481,9 +481,9 @@ class Daemon:
             return
         seqs = await event_log.append(decisions)
         self.appended_at = time.monotonic()
+        self.metrics.decided(decisions)
         for seq, event in zip(seqs, decisions, strict=True):
             fold(self.state, seq, event)
-            self.metrics.decided(event)
             context = trace.decided(seq, event, began, decided) if trace is not None else None
             # A term that ended meanwhile hands out nothing: its intents are marked
             # unconfirmed when the pump sees the end of the term.

@@ -112,12 +112,27 @@ def test_prometheus_text_of_counters_gauges_and_histograms() -> None:
 
 def test_decisions_are_counted_by_reason_code() -> None:
     metrics = Metrics()
-    for reason in ("Admitted: placed on rack r1", "Preempted: for a higher priority", "Status"):
-        metrics.decided(Decided(at=0, reconciler="gang", key="k", reason=reason))
+
+    def decided(reconciler: str, reason: str) -> Decided:
+        return Decided(at=0, reconciler=reconciler, key="k", reason=reason)
+
+    metrics.decided(
+        [
+            decided("gang", "Admitted: placed on rack r1"),
+            decided("gang", "Admitted: placed on rack r2"),
+            decided("gang", "Preempted: for a higher priority"),
+            decided("job", "Status"),
+        ]
+    )
+    metrics.decided([decided("gang", "Admitted: placed on rack r3")])
+    metrics.decided([])
     text = metrics.render()
-    assert 'kbatchd_decisions_total{reason="Admitted",reconciler="gang"} 1' in text
-    assert 'kbatchd_admissions_total{reconciler="gang"} 1' in text
+    assert 'kbatchd_decisions_total{reason="Admitted",reconciler="gang"} 3' in text
+    assert 'kbatchd_decisions_total{reason="Preempted",reconciler="gang"} 1' in text
+    assert 'kbatchd_decisions_total{reason="Status",reconciler="job"} 1' in text
+    assert 'kbatchd_admissions_total{reconciler="gang"} 3' in text
     assert 'kbatchd_preemptions_total{reconciler="gang"} 1' in text
+    assert 'kbatchd_admissions_total{reconciler="job"}' not in text
     assert reason_code("BackoffLimitExceeded: Failed (too many)") == "BackoffLimitExceeded"
 
 
