@@ -8,6 +8,7 @@ fresh state. 429 and 5xx answers and broken connections are retried with back-of
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -143,9 +144,13 @@ class Actuator:
                     # the bookkeeping of the request itself.
                     await self._one(seq, batch[0][0], batch[0][1], decision, parent)
                     continue
-                async with anyio.create_task_group() as tg:
+                # asyncio's own task group: anyio's gives every task a handle, a cancel scope
+                # and an event (16 µs a task against 4.5 here), and each of a gang's binds is
+                # a task. Cancelling the term's scope cancels this task, and with it the
+                # group's children.
+                async with asyncio.TaskGroup() as tg:
                     for i, intent in batch:
-                        tg.start_soon(self._one, seq, i, intent, decision, parent)
+                        tg.create_task(self._one(seq, i, intent, decision, parent))
         finally:
             self.in_flight -= 1
             if not self.in_flight:
