@@ -270,3 +270,31 @@ async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
     async with slots:
         entered.append("after")
     assert entered[-2:] == ["second waiter", "after"]
+
+
+async def test_a_slot_released_after_a_waiter_is_cancelled_goes_to_the_next() -> None:
+    slots = Slots(1)
+    entered: list[str] = []
+    done = anyio.Event()
+    await slots.__aenter__()
+    async with anyio.create_task_group() as tg:
+        cancelled = anyio.CancelScope()
+
+        async def first_waiter() -> None:
+            with cancelled:
+                await _hold(slots, "first waiter", entered, done)
+
+        tg.start_soon(first_waiter)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(_hold, slots, "second waiter", entered, done)
+        await anyio.wait_all_tasks_blocked()
+        # The other order: cancelled first, and the slot freed before the cancelled waiter
+        # runs again. It must skip that waiter, not hand it the slot.
+        cancelled.cancel()
+        await slots.__aexit__(None, None, None)
+        await anyio.wait_all_tasks_blocked()
+        assert entered == ["second waiter"]
+        done.set()
+    async with slots:
+        entered.append("after")
+    assert entered == ["second waiter", "after"]
