@@ -419,6 +419,11 @@ def _container_requests(container: _Container, where: str) -> dict[str, int]:
 def effective_requests(spec: _PodSpec) -> dict[str, int]:
     """Pod requests as the scheduler sees them: the larger of the app containers' sum (plus
     restartable init containers) and the largest plain init container, plus overhead."""
+    containers = spec.containers
+    if len(containers) == 1 and not spec.init_containers and not spec.overhead:
+        # Most pods: the one container's requests, zero entries dropped (one representation).
+        requests = _container_requests(containers[0], "spec.containers[0]")
+        return {name: value for name, value in requests.items() if value}
     total: dict[str, int] = {}
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}

@@ -251,6 +251,14 @@ def _c(name: str, *, requests: Any = None, limits: Any = None, always: bool = Fa
             {},
             id="zero-requests-not-stored",
         ),
+        pytest.param(
+            [_c("a", requests={"cpu": "2", "nvidia.com/gpu": "0"}, limits={"memory": "1Gi"})],
+            None,
+            None,
+            {"cpu": 2000, "memory": GI},
+            id="one-container-zero-dropped-limit-defaults",
+        ),
+        pytest.param([_c("a")], None, None, {}, id="one-container-no-resources"),
     ],
 )
 def test_pod_effective_requests(
