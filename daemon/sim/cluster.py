@@ -103,10 +103,15 @@ class SimCluster:
         finally:
             await sim.close()
 
-    async def open(self) -> None:
+    async def open(self, *, serve: bool = True) -> None:
+        """Seed the cluster's own objects and start its agents, and with `serve` its API server
+        (and a kubeconfig naming it). Without, the cluster runs inside this process only, as a
+        benchmark of its own CPU wants it; `close` stops it either way."""
         self._seed_objects()
         self.agent.start()
         self.in_place_agents.start()
+        if not serve:
+            return
         self.url = await self.server.start(self.host, self.port)
         if self._kubeconfig_arg is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="kbatchd-sim-")

@@ -58,9 +58,7 @@ async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
     print(f"sim: per-pod CPU of the simulated cluster, {pods:,} pods in process", flush=True)
     # Time scale 1,000: timers fire at once and the run measures CPU, not waiting.
     sim = SimCluster(topology=TOPOLOGY, seed=1, time_scale=1_000.0)
-    sim._seed_objects()
-    sim.agent.start()
-    sim.in_place_agents.start()
+    await sim.open(serve=False)
     watcher = sim.store.watch(PODS, None, None, sim.store.rv)
     nodes = [s.obj["metadata"]["name"] for s in sim.store.iter_objects(NODES)]
     try:
@@ -83,8 +81,7 @@ async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
         watcher.pending.clear()
     finally:
         sim.store.unwatch(watcher)
-        sim.agent.stop()
-        sim.in_place_agents.stop()
+        await sim.close()
     steps = (
         ("create", created - start),
         ("bind", bound - created),

@@ -331,3 +331,20 @@ async def test_timers_due_together_share_a_tick_and_cancel_alone(sim: SimCluster
         await anyio.sleep(0.05)  # nothing else comes
     assert fired == ["x/a", "x/c"]
     assert not agent._has("x/c", "finish")
+
+
+async def test_a_cluster_opened_without_serving_runs_its_agent_in_process() -> None:
+    sim = SimCluster(topology="blocks=1,racks=1,hosts=2,gpus=8", time_scale=20)
+    await sim.open(serve=False)
+    try:
+        assert sim.url == ""
+        assert sim.kubeconfig_path is None
+        assert sim.get(NODES, "", "b0-r0-h0") is not None
+        body = pod_body("solo", **{"sim.kbatchd.dev/run-seconds": "1"})
+        body["spec"]["restartPolicy"] = "Never"
+        body["spec"]["nodeName"] = "b0-r0-h0"
+        create(sim, body)
+        with anyio.fail_after(10):
+            assert await sim.wait_for(PODS, "default", "solo", phase("Succeeded"))
+    finally:
+        await sim.close()
