@@ -43,7 +43,7 @@ def error_line(status: dict[str, object]) -> bytes:
 
 
 async def serve_watch(
-    request: web.Request,
+    request: web.BaseRequest,
     store: Store,
     faults: Faults,
     spec: WatchRequest,

@@ -12,6 +12,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from daemon.sim.cluster import SimCluster
+from daemon.sim.resources import PODS
 from tests.daemon.sim.helpers import job_body, pod_body
 
 pytestmark = pytest.mark.anyio
@@ -554,3 +555,14 @@ async def test_jobset_defaults(api: client.ApiClient) -> None:
     )
     assert status["status"] == {"restarts": 1}
     assert status["metadata"]["generation"] == 1
+
+
+async def test_a_body_over_aiohttps_default_limit_is_taken(
+    api: client.ApiClient, sim: SimCluster
+) -> None:
+    body = pod_body("large", note="x" * (2 << 20))  # 2 MiB: aiohttp's default refuses 1 MiB+
+    created = await client.CoreV1Api(api).create_namespaced_pod("default", body)
+    assert created.metadata.name == "large"
+    stored = sim.get(PODS, "default", "large")
+    assert stored is not None
+    assert len(stored["metadata"]["annotations"]["note"]) == 2 << 20
