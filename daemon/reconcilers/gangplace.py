@@ -66,6 +66,15 @@ def _add(into: Amounts, requests: Mapping[str, int], pods: int = 1) -> None:
     into["pods"] = into.get("pods", 0) + pods
 
 
+def add_free(into: Amounts, node: NodeInfo) -> None:
+    """Add a node's free room into `into`: allocatable less used, each resource counted down
+    to zero and never below. An overcommitted node (its allocatable shrank under running
+    pods) has no room, and takes none from its neighbours in a sum."""
+    used = node.used
+    for name, amount in node.allocatable.items():
+        into[name] = into.get(name, 0) + max(0, amount - used.get(name, 0))
+
+
 def eligible(node: NodeInfo, levels: Sequence[str]) -> bool:
     """Nodes the placement tree takes in: Ready, schedulable and labelled at every level.
     Which of them a given member may go to is `admits`."""
@@ -197,10 +206,7 @@ class ClusterView:
                 domain = domain_of(info.labels, levels, level)
                 if domain is None:
                     continue
-                into = rooms.setdefault(domain, {})
-                used = info.used
-                for name, amount in info.allocatable.items():
-                    into[name] = into.get(name, 0) + max(0, amount - used.get(name, 0))
+                add_free(rooms.setdefault(domain, {}), info)
             self._rooms[level] = rooms
         return rooms
 

@@ -27,6 +27,7 @@ from daemon.reconcilers.gangplace import (
     PlacedTree,
     Restrict,
     Slots,
+    add_free,
     eligible,
     expand,
 )
@@ -92,10 +93,8 @@ def _upper_bound(placed: PlacedTree, demands: Sequence[Demand], k: int) -> int:
     domains that cannot take even one."""
     free: Amounts = {}
     for info in placed.infos:
-        if not eligible(info, placed.levels):
-            continue
-        for name, amount in info.allocatable.items():
-            free[name] = free.get(name, 0) + amount - info.used.get(name, 0)
+        if eligible(info, placed.levels):
+            add_free(free, info)
     unit: Amounts = {}
     for demand in demands:
         for name, amount in demand.requests.items():
@@ -104,7 +103,7 @@ def _upper_bound(placed: PlacedTree, demands: Sequence[Demand], k: int) -> int:
     bound = k
     for name, amount in unit.items():
         if amount > 0:
-            bound = min(bound, max(0, free.get(name, 0)) // amount)
+            bound = min(bound, free.get(name, 0) // amount)
     return bound
 
 

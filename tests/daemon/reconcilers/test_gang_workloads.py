@@ -337,3 +337,16 @@ def test_a_one_role_ratio_that_does_not_fit_says_why_once() -> None:
         f"Unschedulable: RatioUnitsUnschedulable: only 0 of 1 unit(s) of main=2 fit, each "
         f"within one {RACK}"
     )
+
+
+def test_an_overcommitted_node_does_not_hide_room_on_its_neighbours() -> None:
+    # Pods of another scheduler hold 16 GPUs on an 8-GPU node in every rack (allocatable
+    # shrank under them): that node has no room, but it takes none from the other node of
+    # its rack, where a 4-GPU unit fits.
+    world = ratio_world(prefill=1, decode=3, gpus=1)
+    for rack in ("b0-r0", "b0-r1", "b1-r0", "b1-r1"):
+        world.add(blocker(f"over-{rack}", f"{rack}-h0", 16))
+    decision = world.run(SERVE)
+    assert decision is not None
+    assert decision.reason == f"Admitted: 1 unit(s) of prefill=1,decode=3, each within one {RACK}"
+    assert {node.split("-h")[1] for node in world.placed("serve-decode").values()} == {"1"}
