@@ -498,7 +498,8 @@ class World:
         self.agent_attempts[uid] = attempt
         notes = {**pod.annotations, IN_PLACE_RESTART_ATTEMPT: str(attempt)}
         self._store_pod(self._bump(pod, annotations=notes))
-        self._agents_check(js)
+        # Its own pod only: the other agents acted when the JobSet's status last changed.
+        self._agent_check(js, pod.name, pod.namespace, pod.uid)
 
     def jobset_changed(self, name: str = "js", namespace: str = "ns") -> None:
         """Every agent of the JobSet sees its status (agents watch their JobSet)."""
@@ -511,11 +512,15 @@ class World:
         if previous is None:
             return
         for pod in list(self.state.pods.values()):
-            if pod.labels.get(JOBSET_NAME) != js.name or pod.namespace != js.namespace:
-                continue
-            attempt = self.agent_attempts.get(pod.uid)
-            if attempt is not None and attempt <= previous:
-                self.restart_in_place(pod.name, pod.namespace)
+            if pod.labels.get(JOBSET_NAME) == js.name and pod.namespace == js.namespace:
+                self._agent_check(js, pod.name, pod.namespace, pod.uid)
+
+    def _agent_check(self, js: JobSet, name: str, namespace: str, uid: str) -> None:
+        """One pod's agent: a pod whose attempt the JobSet has moved past restarts in place."""
+        previous = js.status.get("previousInPlaceRestartAttempt")
+        attempt = self.agent_attempts.get(uid)
+        if previous is not None and attempt is not None and attempt <= previous:
+            self.restart_in_place(name, namespace)
 
     def in_place_synced(self, name: str = "js") -> bool:
         """Every pod's agent wrote the JobSet's current attempt: the barrier is down."""
