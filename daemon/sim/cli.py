@@ -17,6 +17,7 @@ from daemon.sim import kubeconfig
 from daemon.sim import topology as topologies
 from daemon.sim.cluster import SimCluster
 from daemon.sim.faults import Faults
+from daemon.sim.heap import relax_collector
 
 
 def parser() -> argparse.ArgumentParser:
@@ -98,6 +99,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"kbatchd sim: {exc}", file=sys.stderr)
         return 2
+    relax_collector()
     try:
         asyncio.run(serve(args))
     except OSError as exc:
