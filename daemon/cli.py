@@ -14,6 +14,7 @@ import msgspec
 
 from daemon import config
 from daemon.config import ConfigError
+from daemon.heap import relax_collector
 from daemon.kube.api import ConfigError as ApiConfigError
 from daemon.logs import redact_text
 from events.replay import (
@@ -185,6 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         logs.configure(logging.level, fmt=logging.format, file=logging.file)
     except OSError as exc:
         raise ConfigError(f"logging.file: cannot open {logging.file}: {exc.strerror}") from exc
+    relax_collector()
     try:
         return anyio.run(serve, settings)
     except BaseExceptionGroup as group:

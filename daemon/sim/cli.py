@@ -13,11 +13,11 @@ import signal
 import sys
 from pathlib import Path
 
+from daemon.heap import relax_collector
 from daemon.sim import kubeconfig
 from daemon.sim import topology as topologies
 from daemon.sim.cluster import SimCluster
 from daemon.sim.faults import Faults
-from daemon.sim.heap import relax_collector
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,8 +22,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
-from daemon.sim.heap import relax_collector
 from daemon.sim.resources import PODS, lookup
 from daemon.sim.store import WatchEvent
 from tests.bench.table import Table
@@ -97,7 +97,7 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
     podgroups = lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
     assert podgroups is not None
     total = sum(SHAPES[i % 3][0] for i in range(workloads))
-    relax_collector()  # this process is the simulated cluster, as `kbatchd sim` is
+    relax_collector()  # this process hosts the simulated cluster, as `kbatchd sim` does
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     own_before = time.process_time()
     with tempfile.TemporaryDirectory() as tmp_name:

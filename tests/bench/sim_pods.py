@@ -10,8 +10,8 @@ import asyncio
 import time
 from typing import Any
 
+from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
-from daemon.sim.heap import relax_collector
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import NODES, PODS
 from daemon.sim.store import WatchEvent
@@ -58,7 +58,7 @@ async def _until(sim: SimCluster, count: int, phase: str) -> None:
 async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
     print(f"sim: per-pod CPU of the simulated cluster, {pods:,} pods in process", flush=True)
     # Time scale 1,000: timers fire at once and the run measures CPU, not waiting.
-    relax_collector()  # this process is the simulated cluster, as `kbatchd sim` is
+    relax_collector()  # this process hosts the simulated cluster, as `kbatchd sim` does
     sim = SimCluster(topology=TOPOLOGY, seed=1, time_scale=1_000.0)
     await sim.open(serve=False)
     watcher = sim.store.watch(PODS, None, None, sim.store.rv)

@@ -1,4 +1,4 @@
-"""The collector settings of a process that hosts simulated clusters."""
+"""The garbage collector settings of the daemon's and the simulated cluster's processes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from daemon.sim.heap import THRESHOLDS, relax_collector
+from daemon.heap import THRESHOLDS, relax_collector
 
 
 @pytest.fixture
