@@ -9,7 +9,7 @@ quantity string.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final
 
@@ -373,6 +373,18 @@ def timestamp_ms(text: str | None, field: str = "metadata timestamp") -> int | N
     if ms is None:
         raise ObjectError(f"{field}: invalid RFC 3339 time {text!r}")
     return ms
+
+
+def rfc3339(ms: int) -> str:
+    """Event time (Unix milliseconds) as the API server stores a metav1.Time: whole seconds,
+    UTC; the inverse of `timestamp_ms` to the second."""
+    return _rfc3339_second(ms // 1000)
+
+
+# Conditions written in one pass (and in one second) carry the same time.
+@lru_cache(maxsize=256)
+def _rfc3339_second(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # Timestamps have one-second resolution: the pods created, started or finished in the same

@@ -59,6 +59,7 @@ from daemon.reconcilers.gangplace import (
     demand,
     domain_with_room,
     fit,
+    fits,
     levels_for,
     pod_set,
     short_of,
@@ -86,13 +87,12 @@ from daemon.reconcilers.gangspec import (
     group_spec,
     max_requests,
     members,
-    rfc3339,
     template_names,
     topology_request,
 )
 from events.gangs import QUEUE, dirty_group, workload_name
 from events.intents import Bind, Delete, Intent, Patch
-from events.objects import Pod, PodGroup, Workload
+from events.objects import Pod, PodGroup, Workload, rfc3339
 from events.quantity import format_units
 from events.state import State
 
@@ -382,7 +382,7 @@ class GangReconciler:
                 rooms = budget(level)
                 domain = domain_with_room(need, rooms)
                 takes.append(rooms[domain] if domain is not None else {})
-            if any(short_of(need, room) for room in takes):
+            if not all(fits(need, room) for room in takes):
                 passed += 1
                 if passed > QUEUE_LOOKAHEAD:
                     break

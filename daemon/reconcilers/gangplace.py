@@ -50,14 +50,24 @@ def demand(pods: Sequence[Pod]) -> Amounts:
     return total
 
 
-def short_of(need: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
-    """The resources `free` has less of than `need` (sorted). A node list without a ``pods``
+def _lacks(name: str, amount: int, free: Mapping[str, int]) -> bool:
+    """Whether `free` has less of resource `name` than `amount`. A node list without a ``pods``
     allocatable sets no pod limit, so ``pods`` counts only when some node states it."""
-    return sorted(
-        name
-        for name, amount in need.items()
-        if amount > 0 and free.get(name, 0) < amount and (name != "pods" or name in free)
-    )
+    return amount > 0 and free.get(name, 0) < amount and (name != "pods" or name in free)
+
+
+def short_of(need: Mapping[str, int], free: Mapping[str, int]) -> list[str]:
+    """The resources `free` has less of than `need` (sorted): what a reason names."""
+    return sorted(name for name, amount in need.items() if _lacks(name, amount, free))
+
+
+def fits(need: Mapping[str, int], free: Mapping[str, int]) -> bool:
+    """Whether `free` holds all of `need`: `short_of` is empty, without listing (the queue
+    asks this of every waiting group and domain it looks at)."""
+    for name, amount in need.items():  # noqa: SIM110 - a generator for all() costs more here
+        if _lacks(name, amount, free):
+            return False
+    return True
 
 
 def _add(into: Amounts, requests: Mapping[str, int], pods: int = 1) -> None:
@@ -237,7 +247,7 @@ def domain_with_room(
     need: Mapping[str, int], rooms: Mapping[tuple[str, ...], Amounts]
 ) -> tuple[str, ...] | None:
     """The first domain of `rooms` (see `ClusterView.room`) with room for `need`, if any."""
-    return next((domain for domain, free in rooms.items() if not short_of(need, free)), None)
+    return next((domain for domain, free in rooms.items() if fits(need, free)), None)
 
 
 class Pass:

@@ -10,7 +10,6 @@ reconciler reports on the PodGroup instead of guessing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import msgspec
@@ -54,11 +53,6 @@ KUEUE_KEYS: Final = (
 
 class GangSpecError(ValueError):
     """A PodGroup, Workload or member pod kbatchd cannot act on; the message names the field."""
-
-
-def rfc3339(ms: int) -> str:
-    """Event time as the API server stores a metav1.Time: whole seconds, UTC."""
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Condition(msgspec.Struct, frozen=True):

@@ -46,9 +46,9 @@ from daemon.reconcilers.jobsetstatus import StatusDraft
 from daemon.reconcilers.jobsetvalidation import validate
 from daemon.reconcilers.jobsetvolumes import finished_scratch, missing_claims
 from daemon.reconcilers.jobspec import managed_by
-from daemon.reconcilers.jobstatus import parse_time, rfc3339
+from daemon.reconcilers.jobstatus import parse_time
 from events.intents import Create, Delete, Intent, Patch
-from events.objects import Job, JobSet
+from events.objects import Job, JobSet, rfc3339
 from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/jobset-controller"

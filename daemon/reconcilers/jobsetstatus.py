@@ -18,7 +18,7 @@ from daemon.reconcilers.jobsetspec import (
     STARTUP_IN_PROGRESS,
     JobSetView,
 )
-from daemon.reconcilers.jobstatus import rfc3339
+from events.objects import rfc3339
 
 _EXCLUSIVE: Final = frozenset({STARTUP_IN_PROGRESS, STARTUP_COMPLETED})
 

@@ -7,17 +7,12 @@ replaces lists. Times are RFC 3339 at second precision, which is what `metav1.Ti
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 
 from daemon.reconcilers.jobspec import JobView
-from events.objects import ObjectError, timestamp_ms
-
-
-def rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms // 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+from events.objects import ObjectError, rfc3339, timestamp_ms
 
 
 def parse_time(text: str | None) -> int | None:

@@ -39,13 +39,12 @@ from daemon.reconcilers.jobstatus import (
     Desired,
     ensure_condition,
     parse_time,
-    rfc3339,
     status_patch,
 )
 from daemon.reconcilers.successpolicy import success_policy_message
 from events.intents import Create, Delete, Intent, Patch
 from events.jobs import finish_time
-from events.objects import Pod
+from events.objects import Pod, rfc3339
 from events.state import State
 
 if TYPE_CHECKING:

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import functools
 import heapq
 import random
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 import msgspec
 
 from daemon.sim.resources import RESOURCES, Resource
 from daemon.sim.selectors import Predicate
+from events.objects import rfc3339 as rfc3339_ms
 
 Obj = dict[str, Any]
 
@@ -48,14 +48,9 @@ def clone(value: Any) -> Any:
 
 
 def rfc3339(when: float) -> str:
-    """A `metav1.Time` string: UTC, whole seconds, like the real server serializes them."""
-    return _rfc3339_second(int(when))
-
-
-# Nearly every write stamps a time, nearly all of them within the current second.
-@functools.lru_cache(maxsize=64)
-def _rfc3339_second(second: int) -> str:
-    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A `metav1.Time` string for `when` (Unix seconds): UTC, whole seconds, like the real
+    server serializes them."""
+    return rfc3339_ms(int(when * 1000))
 
 
 def parse_rfc3339(text: str) -> float:

@@ -24,6 +24,7 @@ from events.objects import (
     decode_object,
     decode_object_dict,
     object_key,
+    rfc3339,
     timestamp_ms,
 )
 from tests.events.builders import BLOCK, GPU, RACK, node_json, pod_json
@@ -722,6 +723,20 @@ def test_unknown_kind(kind: str) -> None:
 )
 def test_timestamp_ms(text: str | None, expected: int | None) -> None:
     assert timestamp_ms(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (0, "1970-01-01T00:00:00Z"),
+        (CREATED_MS, "2025-01-02T03:04:05Z"),
+        (CREATED_MS + 999, "2025-01-02T03:04:05Z"),  # metav1.Time keeps whole seconds
+        (CREATED_MS + 1_000, "2025-01-02T03:04:06Z"),
+    ],
+)
+def test_rfc3339_is_timestamp_ms_inverse_to_the_second(ms: int, text: str) -> None:
+    assert rfc3339(ms) == text
+    assert timestamp_ms(rfc3339(ms)) == ms - ms % 1000
 
 
 @pytest.mark.parametrize(
