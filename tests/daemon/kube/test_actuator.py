@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 
 from daemon.kube.actuator import Actuator, Slots
 from daemon.kube.api import KubeApi
@@ -243,22 +244,31 @@ async def test_a_cancelled_waiter_leaves_no_slot_taken() -> None:
     assert entered == ["first", "after"]
 
 
+async def _two_waiters(
+    tg: TaskGroup, slots: Slots, entered: list[str], done: anyio.Event
+) -> anyio.CancelScope:
+    """With the one slot taken: a first waiter inside the returned cancel scope, then a second,
+    both queued."""
+    cancelled = anyio.CancelScope()
+
+    async def first_waiter() -> None:
+        with cancelled:
+            await _hold(slots, "first waiter", entered, done)
+
+    tg.start_soon(first_waiter)
+    await anyio.wait_all_tasks_blocked()
+    tg.start_soon(_hold, slots, "second waiter", entered, done)
+    await anyio.wait_all_tasks_blocked()
+    return cancelled
+
+
 async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
     slots = Slots(1)
     entered: list[str] = []
     done = anyio.Event()
     await slots.__aenter__()
     async with anyio.create_task_group() as tg:
-        cancelled = anyio.CancelScope()
-
-        async def first_waiter() -> None:
-            with cancelled:
-                await _hold(slots, "first waiter", entered, done)
-
-        tg.start_soon(first_waiter)
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(_hold, slots, "second waiter", entered, done)
-        await anyio.wait_all_tasks_blocked()
+        cancelled = await _two_waiters(tg, slots, entered, done)
         # No await between the two: the first waiter is handed the slot and cancelled
         # before it runs again. Whether the cancellation lands before it enters or inside
         # its block depends on the backend; either way the slot reaches the second waiter.
@@ -278,16 +288,7 @@ async def test_a_slot_released_after_a_waiter_is_cancelled_goes_to_the_next() ->
     done = anyio.Event()
     await slots.__aenter__()
     async with anyio.create_task_group() as tg:
-        cancelled = anyio.CancelScope()
-
-        async def first_waiter() -> None:
-            with cancelled:
-                await _hold(slots, "first waiter", entered, done)
-
-        tg.start_soon(first_waiter)
-        await anyio.wait_all_tasks_blocked()
-        tg.start_soon(_hold, slots, "second waiter", entered, done)
-        await anyio.wait_all_tasks_blocked()
+        cancelled = await _two_waiters(tg, slots, entered, done)
         # The other order: cancelled first, and the slot freed before the cancelled waiter
         # runs again. It must skip that waiter, not hand it the slot.
         cancelled.cancel()
