@@ -25,7 +25,7 @@ import anyio.lowlevel
 from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import PODS, lookup
-from daemon.sim.store import WatchEvent
+from tests.bench.phases import Reached
 from tests.bench.table import Table
 from tests.processes import daemon_config, running_daemon
 
@@ -67,31 +67,6 @@ def _objects(i: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return group, members
 
 
-def _phase(obj: dict[str, Any] | None) -> str | None:
-    return None if obj is None else (obj.get("status") or {}).get("phase")
-
-
-class _Finished:
-    """Counts pods turning Succeeded as the simulated cluster stores them, and notes the moment
-    the last one does: no polling (a scan of 70,000 pods each second blocked the simulated
-    cluster for tens of milliseconds, and the end was known to a second at best)."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.done = 0
-        self.at = 0.0
-        self.all = anyio.Event()
-
-    def see(self, event: WatchEvent) -> None:
-        if event.resource is not PODS or event.type == "DELETED":
-            return
-        if _phase(event.obj) == "Succeeded" and _phase(event.prev) != "Succeeded":
-            self.done += 1
-            if self.done == self.total:
-                self.at = time.perf_counter()
-                self.all.set()
-
-
 async def run(table: Table, workloads: int = WORKLOADS) -> None:
     print(f"gang: {workloads:,} TAS workloads on 640 nodes through daemon and sim", flush=True)
     podgroups = lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
@@ -106,8 +81,7 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
             assert sim.kubeconfig_path is not None
             config = daemon_config(tmp, sim.kubeconfig_path, snapshot_every=200_000)
             async with running_daemon(config):
-                finished = _Finished(total)
-                sim.store.listeners.append(finished.see)
+                finished = Reached(sim.store, total, "Succeeded")
                 start = time.perf_counter()
                 for i in range(workloads):
                     group, members = _objects(i)
@@ -118,8 +92,7 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
                         await anyio.lowlevel.checkpoint()  # let the server and the agent run
                 created = time.perf_counter() - start
                 with anyio.fail_after(1_800):
-                    await finished.all.wait()
-                elapsed = finished.at - start
+                    elapsed = await finished.wait() - start
                 own = time.process_time() - own_before
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     daemon_cpu = (children.ru_utime + children.ru_stime) - (

@@ -14,7 +14,7 @@ from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import NODES, PODS
-from daemon.sim.store import WatchEvent
+from tests.bench.phases import Reached
 from tests.bench.table import Table
 
 TOPOLOGY = "blocks=1,racks=10,hosts=64,gpus=8,cpu=96,memory=256Gi"
@@ -37,35 +37,16 @@ def _pod(i: int) -> dict[str, Any]:
     }
 
 
-async def _until(sim: SimCluster, count: int, phase: str) -> None:
-    # Counted from store events: scanning every pod while waiting would be measured too.
-    done = asyncio.Event()
-    seen: set[str] = set()
-
-    def listener(event: WatchEvent) -> None:
-        if event.resource is PODS and (event.obj.get("status") or {}).get("phase") == phase:
-            seen.add(event.key)
-            if len(seen) >= count:
-                done.set()
-
-    sim.store.listeners.append(listener)
-    try:
-        await done.wait()
-    finally:
-        sim.store.listeners.remove(listener)
-
-
 async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
     print(f"sim: per-pod CPU of the simulated cluster, {pods:,} pods in process", flush=True)
-    # Time scale 1,000: timers fire at once and the run measures CPU, not waiting.
     relax_collector()  # this process hosts the simulated cluster, as `kbatchd sim` does
+    # Time scale 1,000: timers fire at once and the run measures CPU, not waiting.
     sim = SimCluster(topology=TOPOLOGY, seed=1, time_scale=1_000.0)
     await sim.open(serve=False)
     watcher = sim.store.watch(PODS, None, None, sim.store.rv)
     nodes = [s.obj["metadata"]["name"] for s in sim.store.iter_objects(NODES)]
     try:
-        finished = asyncio.ensure_future(_until(sim, pods, "Succeeded"))
-        await asyncio.sleep(0)  # the listener is in place before the first pod can finish
+        finished = Reached(sim.store, pods, "Succeeded")
         start = time.process_time()
         for i in range(pods):
             sim.registry.create(PODS, "default", _pod(i))
@@ -74,7 +55,7 @@ async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
             target = {"target": {"kind": "Node", "name": nodes[i % len(nodes)]}}
             sim.registry.bind("default", f"p{i:06d}", target)
         bound = time.process_time()
-        await finished
+        await finished.wait()
         ran = time.process_time()
         for i in range(pods):
             sim.registry.delete(PODS, "default", f"p{i:06d}", DeleteOptions())
