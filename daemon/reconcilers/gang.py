@@ -353,7 +353,9 @@ class GangReconciler:
         oldest first, as many as the free room holds when each takes what its pending
         members request — from the whole cluster, and from one domain of the level it
         requires. Kueue's BestEffortFIFO, bounded by the room instead of trying every
-        waiting workload at every change."""
+        waiting workload at every change. A group whose admission is in flight (the writes
+        of its decision not seen yet) is passed over: its binds take their room already
+        (`State.assumed`), and it may not be decided before they are seen anyway."""
         cluster = queue.split("/", 1)[1]
         self.reads.prune(state)
         waiting = state.gang_queue.get(cluster)
@@ -370,10 +372,18 @@ class GangReconciler:
 
         keys: set[str] = set()
         passed = 0
+        awaiting = state.awaiting
         for _, group_key in waiting:
+            if f"PodGroup/{group_key}" in awaiting:
+                continue  # admitted, its binds in flight: they take their room already
             group = self._read(state, cluster, group_key, remember=True)
             if group is None or not group.members.pending:
                 continue  # waiting for members, not room: their arrival wakes it
+            workload = group.spec.workload
+            if workload is not None and (
+                f"Workload/{cluster}/{group.spec.namespace}/{workload}" in awaiting
+            ):
+                continue  # the same, decided by the Workload that coordinates it
             if group.need is None:
                 group.need = (demand(group.members.pending), self._required(group))
             need, level = group.need

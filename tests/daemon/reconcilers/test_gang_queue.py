@@ -15,11 +15,13 @@ from tests.daemon.reconcilers.gangs import (
     SECOND,
     T0,
     World,
+    binds,
     blocker,
     key,
     members,
     nodes,
     podgroup,
+    workload,
 )
 
 WAITING = [
@@ -66,6 +68,30 @@ def test_the_queue_releases_the_oldest_groups_the_room_can_hold(
 ) -> None:
     world = waiting_world(free, groups)
     assert REC.release(world.state, QUEUE_KEY) == sorted(key(name) for name in expected)
+
+
+@pytest.mark.parametrize("decided_by", ["PodGroup", "Workload"])
+def test_a_group_whose_binds_are_in_flight_is_passed_over_and_not_charged_twice(
+    decided_by: str,
+) -> None:
+    world = waiting_world(4, [("a", 2, 0), ("b", 2, 1), ("c", 2, 2)])
+    if decided_by == "Workload":
+        # a made from Workload w; the binds below stand for a decision of w's (what a
+        # Workload coordinating its groups decides).
+        group = world.state.podgroups[f"{CLUSTER}/ns/a"]
+        world.observe(
+            msgspec.structs.replace(
+                podgroup("a", 2, workload="w", conditions=WAITING), created=group.created, rv="2"
+            )
+        )
+        world.add(workload("w", ["a"]))
+    decision = world.decide(key("a"))
+    assert decision is not None
+    assert len(binds(decision)) == 2
+    # Decided, not yet carried out: its binds take room.
+    world.log(key("w", "Workload") if decided_by == "Workload" else key("a"), decision)
+    # a's two GPUs are taken by its in-flight binds; the two left are b's, the older one.
+    assert REC.release(world.state, QUEUE_KEY) == [key("b")]
 
 
 def test_a_group_waiting_for_members_is_not_released_for_room() -> None:
