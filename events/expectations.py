@@ -55,9 +55,14 @@ def observe(state: State, ref: str, obj: KObject | None, dirty: set[str] | None)
 
 
 def expire(state: State, now: int, dirty: set[str] | None) -> None:
+    # Thousands of binds may be waiting to be seen; looking at each of them on every Tick
+    # cost more than everything else a Tick does.
+    if now - state.expected_since < TTL_MS:
+        return
     stale = [ref for ref, e in state.expected.items() if now - e.since >= TTL_MS]
     for ref in stale:
         _clear(state, ref, dirty)
+    state.expected_since = min((e.since for e in state.expected.values()), default=now)
 
 
 def satisfied(expectation: Expectation, obj: KObject | None) -> bool:
@@ -96,6 +101,8 @@ def _replace(state: State, ref: str, expectation: Expectation) -> None:
     if old is not None:
         _release(state, old.key)
         _assume(state, ref, old, -1)
+    if not state.expected or expectation.since < state.expected_since:
+        state.expected_since = expectation.since
     state.expected[ref] = expectation
     state.awaiting[expectation.key] = state.awaiting.get(expectation.key, 0) + 1
     _assume(state, ref, expectation, 1)

@@ -83,6 +83,9 @@ class State(msgspec.Struct):
     # object ref -> the change to it not yet observed; key -> how many such refs it awaits.
     expected: dict[str, Expectation] = {}
     awaiting: dict[str, int] = {}
+    # No expectation is older than this (a lower bound on their `since`; 0: unknown): a Tick
+    # looks through them for expired ones only when the oldest may have expired.
+    expected_since: int = 0
     # node key (``cluster//name``) -> what the binds decided to it but not yet seen bound take
     # there, ``pods`` included: kube-scheduler's assumed pods, kept with the expectations.
     assumed: dict[str, dict[str, int]] = {}

@@ -375,6 +375,61 @@ def test_ttl_counts_from_each_decision() -> None:
     assert played.dirty[-1] == {KEY}
 
 
+CREATE_P2 = replace(CREATE, name="p2")
+CREATE_P3 = replace(CREATE, name="p3")
+
+
+@pytest.mark.parametrize(
+    ("forget_oldest", "steps", "left"),
+    [
+        # The oldest seen before its TTL: the next-oldest expires at its own TTL, not sooner.
+        pytest.param(
+            False,
+            [seen(POD, "ADDED", at=150), Tick(at=TTL_MS + 99)],
+            {"Pod/c1/ns/p2", "Pod/c1/ns/p3"},
+            id="oldest-seen",
+        ),
+        pytest.param(
+            False,
+            [seen(POD, "ADDED", at=150), Tick(at=TTL_MS + 99), Tick(at=TTL_MS + 100)],
+            {"Pod/c1/ns/p3"},
+            id="next-oldest-at-its-ttl",
+        ),
+        pytest.param(
+            False,
+            [Tick(at=TTL_MS), Tick(at=TTL_MS + 199), Tick(at=TTL_MS + 200)],
+            set(),
+            id="one-by-one",
+        ),
+        # Everything expired, then a new decision: its own TTL counts.
+        pytest.param(
+            False,
+            [
+                Tick(at=TTL_MS + 200),
+                Decide((CREATE,), at=TTL_MS + 300),
+                Tick(at=2 * TTL_MS + 299),
+            ],
+            {REF},
+            id="new-after-empty",
+        ),
+        # A state that does not know its oldest expectation (a snapshot from before it was
+        # kept) looks through them all.
+        pytest.param(True, [Tick(at=TTL_MS + 100)], {"Pod/c1/ns/p3"}, id="unknown-oldest"),
+    ],
+)
+def test_a_tick_expires_exactly_the_expectations_past_their_ttl(
+    forget_oldest: bool, steps: list[Step], left: set[str]
+) -> None:
+    played = play(
+        [Decide((CREATE,), at=0), Decide((CREATE_P2,), at=100), Decide((CREATE_P3,), at=200)]
+    )
+    if forget_oldest:
+        played.state.expected_since = 0
+    for step in steps:
+        played.step(step)
+    assert set(played.state.expected) == left
+
+
 # ---------------------------------------------------------------------------------------------
 # A newer decision on the same ref replaces the older expectation
 
