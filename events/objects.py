@@ -184,14 +184,14 @@ def object_key(cluster: str, namespace: str, name: str) -> str:
 # Wire structs (the API's JSON shape, only the fields we read)
 
 
-class _Owner(msgspec.Struct, rename="camel"):
+class _Owner(msgspec.Struct, rename="camel", gc=False):
     kind: str = ""
     name: str = ""
     uid: str = ""
     controller: bool | None = None
 
 
-class _Meta(msgspec.Struct, rename="camel"):
+class _Meta(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -206,52 +206,52 @@ class _Meta(msgspec.Struct, rename="camel"):
     finalizers: list[str] | None = None
 
 
-class _Resources(msgspec.Struct):
+class _Resources(msgspec.Struct, gc=False):
     requests: dict[str, Quantity] | None = None
     limits: dict[str, Quantity] | None = None
 
 
-class _Container(msgspec.Struct, rename="camel"):
+class _Container(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     resources: _Resources | None = None
     restart_policy: str | None = None
 
 
-class _Named(msgspec.Struct):
+class _Named(msgspec.Struct, gc=False):
     name: str = ""
 
 
-class _SchedulingGroup(msgspec.Struct, rename="camel"):
+class _SchedulingGroup(msgspec.Struct, rename="camel", gc=False):
     pod_group_name: str = ""
 
 
-class _Toleration(msgspec.Struct, rename="camel"):
+class _Toleration(msgspec.Struct, rename="camel", gc=False):
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
 
 
-class _Requirement(msgspec.Struct, rename="camel"):
+class _Requirement(msgspec.Struct, rename="camel", gc=False):
     key: str = ""
     operator: str = ""
     values: list[str] | None = None
 
 
-class _Term(msgspec.Struct, rename="camel"):
+class _Term(msgspec.Struct, rename="camel", gc=False):
     match_expressions: list[_Requirement] | None = None
     match_fields: list[_Requirement] | None = None
 
 
-class _NodeSelector(msgspec.Struct, rename="camel"):
+class _NodeSelector(msgspec.Struct, rename="camel", gc=False):
     node_selector_terms: list[_Term] = []
 
 
-class _NodeAffinity(msgspec.Struct, rename="camel"):
+class _NodeAffinity(msgspec.Struct, rename="camel", gc=False):
     required_during_scheduling_ignored_during_execution: _NodeSelector | None = None
 
 
-class _Affinity(msgspec.Struct, rename="camel"):
+class _Affinity(msgspec.Struct, rename="camel", gc=False):
     node_affinity: _NodeAffinity | None = None
 
 
@@ -278,7 +278,7 @@ def _required_node_affinity(
     )
 
 
-class _PodSpec(msgspec.Struct, rename="camel"):
+class _PodSpec(msgspec.Struct, rename="camel", gc=False):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
     priority: int | None = None
@@ -293,64 +293,64 @@ class _PodSpec(msgspec.Struct, rename="camel"):
     affinity: _Affinity | None = None
 
 
-class _Condition(msgspec.Struct, rename="camel"):
+class _Condition(msgspec.Struct, rename="camel", gc=False):
     type: str = ""
     status: str = ""
     last_transition_time: str | None = None
 
 
-class _Terminated(msgspec.Struct, rename="camel"):
+class _Terminated(msgspec.Struct, rename="camel", gc=False):
     exit_code: int = 0
     finished_at: str | None = None
 
 
-class _ContainerState(msgspec.Struct):
+class _ContainerState(msgspec.Struct, gc=False):
     terminated: _Terminated | None = None
 
 
-class _ContainerStatus(msgspec.Struct, rename="camel"):
+class _ContainerStatus(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
     restart_count: int = 0
     state: _ContainerState | None = None
     last_state: _ContainerState | None = None
 
 
-class _PodStatus(msgspec.Struct, rename="camel"):
+class _PodStatus(msgspec.Struct, rename="camel", gc=False):
     phase: str = "Pending"
     conditions: list[_Condition] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     init_container_statuses: list[_ContainerStatus] | None = None
 
 
-class _WirePod(msgspec.Struct):
+class _WirePod(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     spec: _PodSpec = msgspec.field(default_factory=_PodSpec)
     status: _PodStatus = msgspec.field(default_factory=_PodStatus)
 
 
-class _Taint(msgspec.Struct):
+class _Taint(msgspec.Struct, gc=False):
     key: str = ""
     effect: str = ""
     value: str | None = None
 
 
-class _NodeSpec(msgspec.Struct):
+class _NodeSpec(msgspec.Struct, gc=False):
     unschedulable: bool = False
     taints: list[_Taint] | None = None
 
 
-class _NodeStatus(msgspec.Struct):
+class _NodeStatus(msgspec.Struct, gc=False):
     allocatable: dict[str, Quantity] | None = None
     conditions: list[_Condition] | None = None
 
 
-class _WireNode(msgspec.Struct):
+class _WireNode(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     spec: _NodeSpec = msgspec.field(default_factory=_NodeSpec)
     status: _NodeStatus = msgspec.field(default_factory=_NodeStatus)
 
 
-class _WireGeneric(msgspec.Struct):
+class _WireGeneric(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     spec: dict[str, Any] = {}
     status: dict[str, Any] = {}
@@ -409,9 +409,11 @@ def _meta_fields(meta: _Meta) -> dict[str, Any]:
         "labels": meta.labels or {},
         "annotations": meta.annotations or {},
         "owners": tuple(
-            OwnerRef(o.kind, o.name, o.uid, bool(o.controller)) for o in meta.owner_references or ()
-        ),
-        "finalizers": tuple(meta.finalizers or ()),
+            OwnerRef(o.kind, o.name, o.uid, bool(o.controller)) for o in meta.owner_references
+        )
+        if meta.owner_references
+        else (),
+        "finalizers": tuple(meta.finalizers) if meta.finalizers else (),
     }
 
 
@@ -420,8 +422,9 @@ def _container_requests(container: _Container, where: str) -> dict[str, int]:
     if resources is None:
         return {}
     # The API server defaults a missing request to the limit; do the same for raw manifests.
-    merged: dict[str, Quantity] = dict(resources.limits or {})
-    merged.update(resources.requests or {})
+    merged = resources.requests
+    if resources.limits:
+        merged = {**resources.limits, **(merged or {})}
     try:
         return resource_map(merged)
     except QuantityError as exc:
@@ -462,56 +465,63 @@ def effective_requests(spec: _PodSpec) -> dict[str, int]:
 
 
 def pod_from_wire(wire: _WirePod) -> Pod:
-    spec, status = wire.spec, wire.status
+    # The watch path's hot spot (every pod event): one pass over statuses and conditions.
+    spec, status, meta = wire.spec, wire.status, wire.metadata
     exit_codes: dict[str, int] = {}
-    restarts = 0
+    restarts = max_restarts = 0
     finished_at: list[int] = []
-    app_statuses = status.container_statuses or ()
+    app_statuses = status.container_statuses
     all_terminated = bool(app_statuses)
     # App containers first, then init containers: a podFailurePolicy rule may name either.
-    app_count = len(app_statuses)
-    max_restarts = 0
-    for position, cs in enumerate((*app_statuses, *(status.init_container_statuses or ()))):
-        restarts += cs.restart_count
-        max_restarts = max(max_restarts, cs.restart_count)
+    for cs in app_statuses or ():
+        count = cs.restart_count
+        restarts += count
+        if count > max_restarts:
+            max_restarts = count
         terminated = cs.state.terminated if cs.state else None
-        if position < app_count:
-            if terminated is None:
-                all_terminated = False
-            elif terminated.finished_at is not None:
-                finished_at.append(
-                    timestamp_ms(terminated.finished_at, "status.containerStatuses.finishedAt") or 0
-                )
+        if terminated is None:
+            all_terminated = False
+            if cs.last_state is not None:
+                terminated = cs.last_state.terminated
+        elif terminated.finished_at is not None:
+            finished_at.append(
+                timestamp_ms(terminated.finished_at, "status.containerStatuses.finishedAt") or 0
+            )
+        if terminated is not None and cs.name not in exit_codes:
+            exit_codes[cs.name] = terminated.exit_code
+    for cs in status.init_container_statuses or ():
+        count = cs.restart_count
+        restarts += count
+        if count > max_restarts:
+            max_restarts = count
+        terminated = cs.state.terminated if cs.state else None
         if terminated is None and cs.last_state is not None:
             terminated = cs.last_state.terminated
-        if terminated is not None:
-            exit_codes.setdefault(cs.name, terminated.exit_code)
-    conditions = status.conditions or ()
+        if terminated is not None and cs.name not in exit_codes:
+            exit_codes[cs.name] = terminated.exit_code
+    conditions: dict[str, str] = {}
+    # lastTransitionTime of the first Ready condition that has one, and of the first that
+    # says False.
+    ready_at = ready_false_at = None
+    for c in status.conditions or ():
+        conditions[c.type] = c.status
+        if c.type == "Ready" and c.last_transition_time:
+            if ready_at is None:
+                ready_at = c.last_transition_time
+            if ready_false_at is None and c.status == "False":
+                ready_false_at = c.last_transition_time
+    where = "status.conditions.lastTransitionTime"
     finished: int | None = None
     if status.phase in TERMINAL_PHASES:
         if all_terminated and finished_at:
             finished = max(finished_at)
-        else:
-            finished = next(
-                (
-                    timestamp_ms(c.last_transition_time, "status.conditions.lastTransitionTime")
-                    for c in conditions
-                    if c.type == "Ready" and c.status == "False" and c.last_transition_time
-                ),
-                None,
-            )
-    ready_changed = next(
-        (
-            timestamp_ms(c.last_transition_time, "status.conditions.lastTransitionTime")
-            for c in conditions
-            if c.type == "Ready" and c.last_transition_time
-        ),
-        None,
-    )
-    meta = wire.metadata
+        elif ready_false_at is not None:
+            finished = timestamp_ms(ready_false_at, where)
+    ready_changed = timestamp_ms(ready_at, where) if ready_at is not None else None
     grace = spec.termination_grace_period_seconds
     if meta.deletion_grace_period_seconds is not None:
         grace = meta.deletion_grace_period_seconds
+    wire_tolerations = spec.tolerations
     return Pod(
         **_meta_fields(meta),
         node_name=spec.node_name,
@@ -519,9 +529,11 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         pod_group=spec.scheduling_group.pod_group_name if spec.scheduling_group else "",
         priority=spec.priority or 0,
         requests=effective_requests(spec),
-        scheduling_gates=tuple(g.name for g in spec.scheduling_gates or ()),
+        scheduling_gates=tuple(g.name for g in spec.scheduling_gates)
+        if spec.scheduling_gates
+        else (),
         phase=status.phase,
-        conditions={c.type: c.status for c in conditions},
+        conditions=conditions,
         restart_count=restarts,
         max_container_restarts=max_restarts,
         exit_codes=exit_codes,
@@ -529,12 +541,13 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         finished=finished,
         ready_changed=ready_changed,
         node_selector=spec.node_selector or {},
-        tolerations=tuple(
-            Toleration(t.key, t.operator or "Equal", t.value, t.effect)
-            for t in spec.tolerations or ()
-        ),
-        node_affinity=_required_node_affinity(spec.affinity),
+        tolerations=_tolerations(wire_tolerations) if wire_tolerations else (),
+        node_affinity=_required_node_affinity(spec.affinity) if spec.affinity else (),
     )
+
+
+def _tolerations(wire: list[_Toleration]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(t.key, t.operator or "Equal", t.value, t.effect) for t in wire)
 
 
 def node_from_wire(wire: _WireNode) -> Node:
