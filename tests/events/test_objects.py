@@ -23,6 +23,7 @@ from events.objects import (
     Workload,
     decode_object,
     decode_object_dict,
+    decode_watch_line,
     object_key,
     rfc3339,
     timestamp_ms,
@@ -594,6 +595,47 @@ def test_generic_kinds_keep_spec_and_status(
 def test_decode_object_dict_matches_bytes(kind: str) -> None:
     doc = node_json() if kind == "Node" else pod_json()
     assert decode_object_dict(kind, doc) == decode_object(kind, msgspec.json.encode(doc))
+
+
+STATUS_410 = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": "too old resource version: 1 (2)",
+    "reason": "Expired",
+    "code": 410,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "type_", "obj", "one_pass"),
+    [
+        ("Pod", "ADDED", pod_json(), True),
+        ("Pod", "DELETED", pod_json(), True),
+        ("Pod", "BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "77"}}, True),
+        # Not a pod's shape: the general path decodes it (and says what is wrong).
+        ("Pod", "ERROR", STATUS_410, False),
+        (
+            "Pod",
+            "MODIFIED",
+            edit(pod_json(), "spec.containers.0.resources.requests.cpu", "x"),
+            False,
+        ),
+        ("Pod", "MODIFIED", {"metadata": {"name": 5}}, False),
+        # Other kinds always go the general way.
+        ("Node", "ADDED", node_json(), False),
+    ],
+)
+def test_a_watch_line_decodes_in_one_pass_as_its_object_would(
+    kind: str, type_: str, obj: dict[str, Any], one_pass: bool
+) -> None:
+    line = msgspec.json.encode({"type": type_, "object": obj})
+    decoded = decode_watch_line(kind, line)
+    if not one_pass:
+        assert decoded is None
+        return
+    assert decoded == (type_, decode_object(kind, msgspec.json.encode(obj)))
 
 
 @pytest.mark.parametrize("raw_type", [bytes, str])
