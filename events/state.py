@@ -10,6 +10,7 @@ from typing import Final
 
 import msgspec
 
+from events.gangs import index_workload_groups
 from events.objects import (
     Job,
     JobSet,
@@ -104,6 +105,9 @@ class State(msgspec.Struct):
     # change (their own retries decide them meanwhile).
     group_members: dict[str, set[str]] = {}
     gang_queue: dict[str, list[tuple[int, str]]] = {}
+    # ``cluster/namespace/workload`` -> keys of the PodGroups made from it (their
+    # spec.podGroupTemplateRef), kept by `events.gangs`; rebuilt for older snapshots.
+    workload_groups: dict[str, set[str]] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""
@@ -157,4 +161,6 @@ def decode_state(body: bytes) -> State:
     """State from a snapshot body, older snapshots brought to the current representation."""
     state = _STATE_DECODER.decode(body)
     state.topology.upgrade()
+    if state.podgroups and not state.workload_groups:
+        index_workload_groups(state)  # a snapshot from before the index
     return state

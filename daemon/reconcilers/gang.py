@@ -707,13 +707,8 @@ class GangReconciler:
     # -- coordinated Workloads --------------------------------------------------------------
 
     def _groups_of(self, state: State, cluster: str, namespace: str, workload: str) -> list[_Group]:
-        prefix = f"{cluster}/{namespace}/"
         found: list[_Group] = []
-        for key in sorted(state.podgroups):
-            if not key.startswith(prefix):
-                continue
-            if workload_name(state.podgroups[key]) != workload:
-                continue
+        for key in sorted(state.workload_groups.get(f"{cluster}/{namespace}/{workload}", ())):
             group = self._read(state, cluster, key)
             if group is not None and group.members.ours:
                 found.append(group)

@@ -45,6 +45,23 @@ def test_members_are_indexed_by_group_until_deleted() -> None:
     assert world.state.group_members == {f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-01"}}
 
 
+def test_groups_are_indexed_by_the_workload_they_were_made_from_until_deleted() -> None:
+    world = World()
+    world.add(
+        podgroup("w-a", 1, workload="w", template="a"),
+        podgroup("w-b", 1, workload="w", template="b"),
+        podgroup("v-a", 1, workload="v", template="a"),
+        podgroup("alone", 1),
+    )
+    assert world.state.workload_groups == {
+        f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/w-a", f"{CLUSTER}/{NS}/w-b"},
+        f"{CLUSTER}/{NS}/v": {f"{CLUSTER}/{NS}/v-a"},
+    }
+    world.remove(world.group("w-a"))
+    world.remove(world.group("v-a"))
+    assert world.state.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/w-b"}}
+
+
 def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
     world = World()
     world.add(workload("w", ["main"]), podgroup("w-main", 1, workload="w", template="main"))
@@ -81,10 +98,26 @@ def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does()
 
 def test_the_indexes_survive_a_snapshot() -> None:
     world = World(nodes())
-    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE), *members("g", 3))
+    world.add(
+        podgroup("g", 4, conditions=UNSCHEDULABLE, workload="w"), *members("g", 3), podgroup("h")
+    )
     restored = decode_state(encode_state(world.state))
     assert restored.group_members == world.state.group_members
     assert restored.gang_queue == world.state.gang_queue
+    assert (
+        restored.workload_groups
+        == world.state.workload_groups
+        == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
+    )
+
+
+def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
+    world = World(nodes())
+    world.add(podgroup("g", 4, workload="w"), podgroup("h"))
+    raw = msgspec.msgpack.decode(encode_state(world.state))
+    del raw["workload_groups"]
+    restored = decode_state(msgspec.msgpack.encode(raw))
+    assert restored.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
 
 
 def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
