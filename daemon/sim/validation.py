@@ -91,6 +91,14 @@ def label_errors(labels: Any, path: str) -> list[FieldError]:
     return errors
 
 
+# The real server's limit on all of an object's annotations together, keys and values.
+ANNOTATIONS_LIMIT: Final = 256 * 1024
+
+
+def annotations_size(annotations: dict[str, str]) -> int:
+    return sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+
+
 def metadata(obj: Obj, *, namespace_name: bool = False) -> list[FieldError]:
     errors: list[FieldError] = []
     meta = obj.get("metadata")
@@ -112,6 +120,14 @@ def metadata(obj: Obj, *, namespace_name: bool = False) -> list[FieldError]:
         or not all(isinstance(v, str) for v in annotations.values())
     ):
         errors.append(invalid("metadata.annotations", annotations, "must be a map of strings"))
+    elif annotations and annotations_size(annotations) > ANNOTATIONS_LIMIT:
+        errors.append(
+            FieldError(
+                "metadata.annotations",
+                "FieldValueTooLong",
+                f"must have at most {ANNOTATIONS_LIMIT} bytes",
+            )
+        )
     finalizers = meta.get("finalizers")
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) for f in finalizers)

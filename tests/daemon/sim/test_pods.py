@@ -32,6 +32,45 @@ async def gated_pod(core: client.CoreV1Api, name: str) -> None:
     await core.create_namespaced_pod("default", body)
 
 
+LIMIT = 256 * 1024  # all annotations of an object together, keys and values, in bytes
+
+
+@pytest.mark.parametrize(
+    ("on", "sizes", "accepted"),
+    [
+        # Each size is one annotation's key and value together.
+        ("create", [LIMIT], True),
+        ("create", [LIMIT + 1], False),
+        ("create", [LIMIT // 2, LIMIT // 2 + 1], False),  # what counts is the sum
+        ("patch", [LIMIT], True),
+        ("patch", [LIMIT + 1], False),
+    ],
+)
+async def test_annotations_are_limited_in_total(
+    api: client.ApiClient, on: str, sizes: list[int], accepted: bool
+) -> None:
+    core = client.CoreV1Api(api)
+    notes = {f"a{i}": "x" * (size - 2) for i, size in enumerate(sizes)}
+    if on == "create":
+        call = core.create_namespaced_pod("default", pod_body("p", **notes))
+    else:
+        await core.create_namespaced_pod("default", pod_body("p"))
+        call = core.patch_namespaced_pod(
+            "p", "default", {"metadata": {"annotations": notes}}, _content_type=MERGE
+        )
+    if accepted:
+        await call
+        return
+    status = await refused(call)
+    assert status["details"]["causes"] == [
+        {
+            "reason": "FieldValueTooLong",
+            "message": f"Too long: must have at most {LIMIT} bytes",
+            "field": "metadata.annotations",
+        }
+    ]
+
+
 async def test_mutable_pod_fields(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     await gated_pod(core, "p")
