@@ -17,7 +17,6 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Any, Final
 
 import msgspec
@@ -25,6 +24,7 @@ import msgspec
 from daemon.sim.resources import RESOURCES, Resource
 from daemon.sim.selectors import Predicate
 from events.objects import rfc3339 as rfc3339_ms
+from events.objects import timestamp_ms
 
 Obj = dict[str, Any]
 
@@ -54,7 +54,9 @@ def rfc3339(when: float) -> str:
 
 
 def parse_rfc3339(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    """Unix seconds of a `metav1.Time` string (`events.objects.timestamp_ms`, the one parser);
+    a `ValueError` when it is not one."""
+    return (timestamp_ms(text, "time") or 0) / 1000
 
 
 def object_key(namespace: str, name: str) -> str:
