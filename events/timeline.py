@@ -26,7 +26,7 @@ from events.fold import fold
 from events.intents import Delete
 from events.objects import Node, Pod
 from events.reasons import CATEGORIES, categorize, heads
-from events.replay import Progress, iso_time, natural_key, rebuild
+from events.replay import Progress, iso_time, natural_key, paused_gc, rebuild
 from events.schema import Decided, Observed
 from events.state import State
 from events.store import EventLog
@@ -212,6 +212,22 @@ async def timeline(
     chosen = last if at is None else max(min(at, last), state.seq)
     if chosen == state.seq:
         recorder.picture = initial
+    with paused_gc():
+        await _fold_recording(log, state, recorder, last, chosen, progress)
+    if progress is not None:
+        progress(last, last)
+    return _data(log.path, recorder, initial, first, last, chosen, start_ms)
+
+
+async def _fold_recording(
+    log: EventLog,
+    state: State,
+    recorder: _Recorder,
+    last: int,
+    chosen: int,
+    progress: Progress | None,
+) -> None:
+    """Fold the rest of the log, telling the recorder what each event changed."""
     folded = 0
     async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
         for seq, event in batch:
@@ -242,9 +258,6 @@ async def timeline(
         folded += len(batch)
         if progress is not None and folded % _PROGRESS_EVERY < len(batch):
             progress(state.seq, last)
-    if progress is not None:
-        progress(last, last)
-    return _data(log.path, recorder, initial, first, last, chosen, start_ms)
 
 
 def _data(

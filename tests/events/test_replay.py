@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from events import replay
+from events import timeline as timeline_module
 from events.fold import fold
 from events.replay import paused_gc, rebuild
 from events.schema import Event
 from events.state import State
 from events.store import EventLog
+from events.timeline import timeline
 from tests.events.builders import make_node, make_pod, observed
 
 
@@ -43,8 +45,9 @@ def test_paused_gc_is_off_inside_and_as_before_after(
 
 
 @pytest.mark.anyio
-async def test_rebuild_folds_with_the_collector_off_and_turns_it_back_on(
-    collector: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("tool", ["rebuild", "timeline"])
+async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
+    collector: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
     events: list[Event] = [observed(make_node("n1")), observed(make_pod("p1", node="n1"))]
     async with EventLog.open(tmp_path / "log.db") as log:
@@ -56,9 +59,13 @@ async def test_rebuild_folds_with_the_collector_off_and_turns_it_back_on(
         return fold(state, seq, event)
 
     monkeypatch.setattr(replay, "fold", spy)
+    monkeypatch.setattr(timeline_module, "fold", spy)
     gc.enable()
     async with EventLog.open(tmp_path / "log.db", readonly=True) as log:
-        replayed = await rebuild(log)
+        if tool == "rebuild":
+            replayed = await rebuild(log)
+            assert sorted(replayed.state.pods) == ["c1/ns/p1"]
+        else:
+            await timeline(log)
     assert seen == [False, False]
     assert gc.isenabled()
-    assert sorted(replayed.state.pods) == ["c1/ns/p1"]
