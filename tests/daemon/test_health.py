@@ -17,6 +17,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 
 from daemon import prometheus
 from daemon.health import HealthServer
@@ -134,6 +135,25 @@ def test_decisions_are_counted_by_reason_code() -> None:
     assert 'kbatchd_preemptions_total{reconciler="gang"} 1' in text
     assert 'kbatchd_admissions_total{reconciler="job"}' not in text
     assert reason_code("BackoffLimitExceeded: Failed (too many)") == "BackoffLimitExceeded"
+
+
+def test_values_recorded_inside_a_sampled_span_keep_no_exemplars() -> None:
+    metrics = Metrics()
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("act"):
+        metrics.act_duration.record(0.01)
+    data = metrics.reader.get_metrics_data()
+    assert data is not None
+    points = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "kbatchd.act.duration"
+        for point in metric.data.data_points
+    ]
+    assert len(points) == 1
+    assert points[0].exemplars == []
 
 
 def _samples(text: str) -> dict[str, float]:
