@@ -262,40 +262,37 @@ async def _two_waiters(
     return cancelled
 
 
-async def test_a_waiter_cancelled_as_it_is_handed_a_slot_passes_it_on() -> None:
-    slots = Slots(1)
-    entered: list[str] = []
-    done = anyio.Event()
-    await slots.__aenter__()
-    async with anyio.create_task_group() as tg:
-        cancelled = await _two_waiters(tg, slots, entered, done)
-        # No await between the two: the first waiter is handed the slot and cancelled
-        # before it runs again. Whether the cancellation lands before it enters or inside
-        # its block depends on the backend; either way the slot reaches the second waiter.
-        await slots.__aexit__(None, None, None)
-        cancelled.cancel()
-        await anyio.wait_all_tasks_blocked()
-        assert entered[-1] == "second waiter"
-        done.set()
-    async with slots:
-        entered.append("after")
-    assert entered[-2:] == ["second waiter", "after"]
-
-
-async def test_a_slot_released_after_a_waiter_is_cancelled_goes_to_the_next() -> None:
-    slots = Slots(1)
-    entered: list[str] = []
-    done = anyio.Event()
-    await slots.__aenter__()
-    async with anyio.create_task_group() as tg:
-        cancelled = await _two_waiters(tg, slots, entered, done)
+@pytest.mark.parametrize(
+    "released_first",
+    [
+        # No await between the two: the first waiter is handed the slot and cancelled before
+        # it runs again. Whether the cancellation lands before it enters or inside its block
+        # depends on the backend (so it may have entered); either way the slot reaches the
+        # second waiter.
+        pytest.param(True, id="handed-then-cancelled"),
         # The other order: cancelled first, and the slot freed before the cancelled waiter
         # runs again. It must skip that waiter, not hand it the slot.
-        cancelled.cancel()
-        await slots.__aexit__(None, None, None)
+        pytest.param(False, id="cancelled-then-released"),
+    ],
+)
+async def test_a_waiter_cancelled_around_a_release_passes_the_slot_on(
+    released_first: bool,
+) -> None:
+    slots = Slots(1)
+    entered: list[str] = []
+    done = anyio.Event()
+    await slots.__aenter__()
+    async with anyio.create_task_group() as tg:
+        cancelled = await _two_waiters(tg, slots, entered, done)
+        if released_first:
+            await slots.__aexit__(None, None, None)
+            cancelled.cancel()
+        else:
+            cancelled.cancel()
+            await slots.__aexit__(None, None, None)
         await anyio.wait_all_tasks_blocked()
-        assert entered == ["second waiter"]
+        assert (entered[-1:] if released_first else entered) == ["second waiter"]
         done.set()
     async with slots:
         entered.append("after")
-    assert entered == ["second waiter", "after"]
+    assert (entered[-2:] if released_first else entered) == ["second waiter", "after"]
