@@ -16,7 +16,7 @@ from msgspec.structs import replace
 
 from daemon.synthetic import make_nodes, make_pod, stream
 from events.fold import fold
-from events.replay import rebuild
+from events.replay import paused_gc, rebuild
 from events.schema import Event, Observed, decode_event, encode_event, event_ref
 from events.state import empty_state
 from events.store import PAGE_SIZE, EventLog
@@ -73,6 +73,52 @@ async def _store_append(path: Path) -> float:
     return elapsed
 
 
+# The three loops below differ only in what follows the decode, and run as a replay runs
+# (`events.replay.rebuild`): the collector paused, each event dropped once it is used. Keeping
+# every decoded event in a list instead, with the collector on, made "decode alone" five times
+# slower (6.8 s against 1.4 s for the 1M events) and the ratio to it look met when it is not.
+
+
+def _decode_alone(bodies: list[bytes]) -> float:
+    with paused_gc():
+        start = time.perf_counter()
+        for body in bodies:
+            decode_event(body)
+        return time.perf_counter() - start
+
+
+def _decode_keep_latest(bodies: list[bytes]) -> float:
+    """The least any fold does: each object's newest version kept under its key, a deleted
+    one dropped. What this costs over decoding alone is memory traffic (the replaced version
+    was made long before and is freed cold), not the fold's logic."""
+    latest: dict[str, object] = {}
+    with paused_gc():
+        start = time.perf_counter()
+        for body in bodies:
+            event = decode_event(body)
+            if type(event) is Observed:
+                obj = event.obj
+                key = f"{type(obj).__name__}/{event.cluster}/{obj.namespace}/{obj.name}"
+                if event.change == "DELETED":
+                    latest.pop(key, None)
+                else:
+                    latest[key] = obj
+        elapsed = time.perf_counter() - start
+    del latest
+    return elapsed
+
+
+def _decode_fold(bodies: list[bytes]) -> float:
+    state = empty_state()
+    with paused_gc():
+        start = time.perf_counter()
+        for seq, body in enumerate(bodies, 1):
+            fold(state, seq, decode_event(body))
+        elapsed = time.perf_counter() - start
+    del state
+    return elapsed
+
+
 def _cluster_of(count_nodes: int, count_pods: int) -> Iterator[Event]:
     nodes = make_nodes(count_nodes)
     for node in nodes:
@@ -109,19 +155,17 @@ async def run(table: Table) -> None:
         bodies = [row[3] for row in rows]
         del rows, events
         gc.collect()
-        start = time.perf_counter()
-        decoded = [decode_event(b) for b in bodies]
-        decode = time.perf_counter() - start
-        del decoded
-        start = time.perf_counter()
-        state = empty_state()
-        for seq, body in enumerate(bodies, 1):
-            fold(state, seq, decode_event(body))
-        decode_fold = time.perf_counter() - start
-        del state, bodies
+        decode = _decode_alone(bodies)
+        latest = _decode_keep_latest(bodies)
+        decode_fold = _decode_fold(bodies)
+        del bodies
         gc.collect()
         table.add("replay: decode alone", f"{EVENTS / decode:,.0f} events/s")
+        table.add(
+            "replay: decode + keep each object's latest version", f"{EVENTS / latest:,.0f} events/s"
+        )
         table.add("replay: decode + fold", f"{EVENTS / decode_fold:,.0f} events/s")
+        table.add("replay: (decode + keep latest) / decode", f"{decode / latest:.2f}")
         ratio = decode / decode_fold
         table.add("replay: (decode+fold) / decode", f"{ratio:.2f}", "≥ 0.30", ratio >= 0.3)
 
