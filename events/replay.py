@@ -21,9 +21,9 @@ from events import migrate
 from events.fold import fold
 from events.migrate import Migration
 from events.quantity import format_units
-from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick, decode_event
 from events.state import State, decode_state, empty_state
-from events.store import EventLog, LogError, SchemaTooOld
+from events.store import DECODE_ERRORS, CorruptEvent, EventLog, LogError, SchemaTooOld
 from events.topology import DEFAULT_LEVELS, Topology
 
 Progress = Callable[[int, int], None]
@@ -122,10 +122,16 @@ async def rebuild(
     folded = 0
     reported = 0
     with paused_gc():
-        async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
-            for seq, event in batch:
+        async for rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
+            # Decoded here rather than by iterating an `EventBatch`: the generator between
+            # the rows and the fold cost a 1M-event replay 0.4 s of 10 (four runs, alternating).
+            for seq, body in rows:
+                try:
+                    event = decode_event(body)
+                except DECODE_ERRORS as exc:
+                    raise CorruptEvent(log.path, seq, str(exc)) from exc
                 fold(state, seq, event)
-            folded += len(batch)
+            folded += len(rows)
             if progress is not None and folded - reported >= PROGRESS_EVERY:
                 reported = folded
                 progress(state.seq, last)

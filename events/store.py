@@ -130,6 +130,10 @@ def _columns(events: Sequence[Event]) -> tuple[list[int], list[str | None], list
     return ats, refs, bodies
 
 
+# What decoding a stored body raises when the body is corrupt (TypeError: not a blob at all).
+DECODE_ERRORS: Final = (msgspec.DecodeError, TypeError)
+
+
 class EventBatch:
     """A batch of stored events, decoded one at a time as it is iterated.
 
@@ -150,7 +154,7 @@ class EventBatch:
         for seq, body in self._rows:
             try:
                 event = decode_event(body)
-            except (msgspec.DecodeError, TypeError) as exc:
+            except DECODE_ERRORS as exc:
                 raise CorruptEvent(self._name, seq, str(exc)) from exc
             yield seq, event
 

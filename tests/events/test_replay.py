@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gc
+import sqlite3
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from events.fold import fold
 from events.replay import paused_gc, rebuild
 from events.schema import Event
 from events.state import State
-from events.store import EventLog
+from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
 from tests.events.builders import make_node, make_pod, observed
 
@@ -69,3 +70,29 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
             await timeline(log)
     assert seen == [False, False]
     assert gc.isenabled()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [(b"\xc1\xc1\xc1", "MessagePack data is malformed"), ("text, not msgpack", "")],
+    ids=["malformed-msgpack", "text-not-a-blob"],
+)
+async def test_rebuild_names_the_seq_of_a_corrupt_event(
+    tmp_path: Path, body: bytes | str, detail: str
+) -> None:
+    """`rebuild` decodes the rows itself (not through `EventBatch`), so it is checked here
+    that a bad body still becomes `CorruptEvent` with the file and its seq."""
+    path = tmp_path / "log.db"
+    nodes: list[Event] = [observed(make_node(f"n{i}")) for i in range(5)]
+    async with EventLog.open(path) as log:
+        await log.append(nodes)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("DROP TRIGGER events_no_update")  # only vandalism gets past it
+        db.execute("UPDATE events SET body = ? WHERE seq = 4", (body,))
+    async with EventLog.open(path, readonly=True) as log:
+        with pytest.raises(CorruptEvent) as info:
+            await rebuild(log)
+    assert info.value.seq == 4
+    assert str(info.value).startswith(f"{path}: event seq 4 is corrupt: ")
+    assert detail in str(info.value)
