@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import anyio
 import msgspec
 
-from daemon import config
+from daemon import config, eventloop
 from daemon.config import ConfigError
 from daemon.heap import relax_collector
 from daemon.kube.api import ConfigError as ApiConfigError
@@ -155,11 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             return _run(args)
         if args.command == "replay":
-            return anyio.run(_replay, args)
+            return eventloop.run(_replay, args)
         if args.command == "demo":
             from daemon.demo import fresh_log_path, run_demo
 
-            return anyio.run(run_demo, fresh_log_path(args.var))
+            return eventloop.run(run_demo, fresh_log_path(args.var))
     except USER_ERRORS as exc:
         # Messages may quote a kubeconfig (the client's errors do): never print its secrets.
         print(f"kbatchd: {redact_text(str(exc))}", file=sys.stderr)
@@ -188,7 +187,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"logging.file: cannot open {logging.file}: {exc.strerror}") from exc
     relax_collector()
     try:
-        return anyio.run(serve, settings)
+        return eventloop.run(serve, settings)
     except BaseExceptionGroup as group:
         # The service runs in task groups, which wrap what they raise: a user error alone
         # in one is still a user error.

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import anyio
 import structlog
 
-from daemon import logs, wiring
+from daemon import eventloop, logs, wiring
 from daemon.config import ConfigError, Settings, parse_address
 from daemon.health import HealthServer
 from daemon.leader import default_identity
@@ -58,7 +58,9 @@ async def serve(settings: Settings, env: Mapping[str, str] | None = None) -> int
                     f"health.address {settings.health.address}: {exc.strerror or exc}"
                 ) from exc
         notifier.status("replaying the log and listing the clusters")
-        log.info("starting", identity=identity, tracing=tracing.enabled)
+        log.info(
+            "starting", identity=identity, tracing=tracing.enabled, event_loop=eventloop.name()
+        )
         code = 1
         async with anyio.create_task_group() as tg:
             tg.start_soon(_signals, daemon, notifier)

@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from daemon import eventloop
 from daemon.heap import relax_collector
 from daemon.sim import kubeconfig
 from daemon.sim import topology as topologies
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
         return 2
     relax_collector()
     try:
-        asyncio.run(serve(args))
+        eventloop.run(serve, args)
     except OSError as exc:
         print(f"kbatchd sim: cannot serve: {exc}", file=sys.stderr)
         return 1

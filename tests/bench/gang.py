@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from daemon import eventloop
 from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import PODS, lookup
@@ -117,4 +118,4 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
 if __name__ == "__main__":
     import sys
 
-    anyio.run(run, Table(), int(sys.argv[1]) if len(sys.argv) > 1 else WORKLOADS)
+    eventloop.run(run, Table(), int(sys.argv[1]) if len(sys.argv) > 1 else WORKLOADS)

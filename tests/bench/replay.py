@@ -18,6 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Final
 
+from daemon import eventloop
 from daemon.reconcilers.job import JobReconciler
 from daemon.reconcilers.runner import decide
 from daemon.synthetic import stream
@@ -141,6 +142,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    import anyio
-
-    anyio.run(main)
+    eventloop.run(main)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-import anyio
-
+from daemon import eventloop
 from tests.bench.table import Row, Table
 
 
@@ -15,7 +14,7 @@ def run_section(name: str) -> list[Row]:
     table = Table()
     run = importlib.import_module(f"tests.bench.{name}").run
     if inspect.iscoroutinefunction(run):
-        anyio.run(run, table)
+        eventloop.run(run, table)
     else:
         run(table)
     return table.rows

@@ -6,10 +6,10 @@ path plus the HTTP layer; `python -m tests.bench.sim_pods 20000` runs it alone (
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
+from daemon import eventloop
 from daemon.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
@@ -79,4 +79,4 @@ async def run(table: Table, pods: int = PODS_DEFAULT) -> None:
 if __name__ == "__main__":
     import sys
 
-    asyncio.run(run(Table(), int(sys.argv[1]) if len(sys.argv) > 1 else PODS_DEFAULT))
+    eventloop.run(run, Table(), int(sys.argv[1]) if len(sys.argv) > 1 else PODS_DEFAULT)

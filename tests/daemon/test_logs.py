@@ -218,6 +218,8 @@ async def test_a_daemon_on_a_token_cluster_never_logs_the_token(tmp_path: Path) 
     assert not [line for line in everything if TOKEN in line]
     parsed = [json.loads(line) for line in lines]
     assert any(line["event"] == "stopped" for line in parsed)
+    # `kbatchd run` is on uvloop (a dependency here), and says so.
+    assert [line["event_loop"] for line in parsed if line["event"] == "starting"] == ["uvloop"]
     # Lines logged while an intent was carried out say which decision and object.
     acted = [line for line in parsed if line["event"] == "intent done"]
     assert acted
