@@ -1,5 +1,5 @@
-"""The event loop kbatchd's processes run on: uvloop's where it is installed (a dependency
-wherever it builds, so on every Linux), asyncio's own elsewhere.
+"""The event loop kbatchd's processes run on: uvloop's where it is installed (a dependency on
+every platform but Windows, which uvloop does not support), asyncio's own elsewhere.
 
 The daemon's hot path is the network. At 15,000 gang workloads it makes about 110,000 API
 calls and reads about 330,000 watch events, and asyncio's transports, handles and timers,
