@@ -91,18 +91,17 @@ def _decode_keep_latest(bodies: list[bytes]) -> float:
     """The least any fold does: each object's newest version kept under its key, a deleted
     one dropped. What this costs over decoding alone is memory traffic (the replaced version
     was made long before and is freed cold), not the fold's logic."""
-    latest: dict[str, object] = {}
+    latest: dict[str | None, object] = {}
     with paused_gc():
         start = time.perf_counter()
         for body in bodies:
             event = decode_event(body)
             if type(event) is Observed:
-                obj = event.obj
-                key = f"{type(obj).__name__}/{event.cluster}/{obj.namespace}/{obj.name}"
+                key = event_ref(event)
                 if event.change == "DELETED":
                     latest.pop(key, None)
                 else:
-                    latest[key] = obj
+                    latest[key] = event.obj
         elapsed = time.perf_counter() - start
     del latest
     return elapsed
