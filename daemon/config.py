@@ -85,6 +85,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tick_seconds: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     # Save a snapshot of folded state every this many events (restart and replay start there).
     snapshot_every: Annotated[int, msgspec.Meta(ge=1000)] = 50_000
+    # Snapshots kept in the log, the newest; older ones are removed as a new one is saved
+    # (each is a whole copy of the state). 0: keep every snapshot.
+    keep_snapshots: Annotated[int, msgspec.Meta(ge=0)] = 8
     # Reconcile passes start at most this often (seconds): events arriving in between join the
     # next pass, so a busy daemon makes fewer, larger passes. 0: a pass for every batch.
     pass_interval_seconds: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.02

@@ -493,9 +493,12 @@ class Daemon:
 
     async def _maybe_snapshot(self, event_log: EventLog, appended: int) -> None:
         self._since_snapshot += appended
-        if self._since_snapshot >= self.settings.daemon.snapshot_every:
+        settings = self.settings.daemon
+        if self._since_snapshot >= settings.snapshot_every:
             self._since_snapshot = 0
-            await event_log.save_snapshot(self.state.seq, encode_state(self.state))
+            seq, body = self.state.seq, encode_state(self.state)
+            removed = await event_log.save_snapshot(seq, body, keep=settings.keep_snapshots)
+            log.info("snapshot saved", seq=seq, bytes=len(body), removed=removed)
 
     async def _carry_out(self, actuator: Actuator, term: int) -> None:
         async for action_term, seq, decision, context in self._action_rx:

@@ -425,12 +425,21 @@ class EventLog:
     # -----------------------------------------------------------------------------------------
     # Snapshots
 
-    async def save_snapshot(self, seq: int, body: bytes) -> None:
-        """Store folded state covering events 1..`seq`; saving again for a seq replaces it."""
+    async def save_snapshot(self, seq: int, body: bytes, *, keep: int = 0) -> int:
+        """Store folded state covering events 1..`seq`; saving again for a seq replaces it.
+        With `keep` > 0, only the newest `keep` snapshots (by the seq they cover) remain
+        afterwards, in the same transaction. Returns how many older ones were removed.
+
+        Snapshots are a cache of the fold, each a whole copy of the state: without a bound
+        they, not the events, would fill the disk (at 100,000 pods one is about 56 MB). A
+        replay to a point before the oldest kept one folds from an older one, or from the
+        first event."""
         if self._writer is None:
             raise RuntimeError(f"{self._name}: log is open read-only")
         if not 1 <= seq <= self._last_seq:
             raise ValueError(f"snapshot seq {seq} is outside the log (1..{self._last_seq})")
+        if keep < 0:
+            raise ValueError(f"keep must be 0 (all) or more, not {keep}")
         with anyio.CancelScope(shield=True), _translate(self._name, f"saving snapshot {seq}"):
             async with self._write_lock:
                 try:
@@ -438,11 +447,20 @@ class EventLog:
                         "INSERT OR REPLACE INTO snapshots (seq, created_at, body) VALUES (?, ?, ?)",
                         (seq, time.time_ns() // 1_000_000, body),
                     )
+                    removed = 0
+                    if keep:
+                        cursor = await self._writer.execute(
+                            "DELETE FROM snapshots WHERE seq < (SELECT seq FROM snapshots"
+                            " ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+                            (keep - 1,),
+                        )
+                        removed = cursor.rowcount
                     await self._writer.commit()
                 except sqlite3.Error:
                     with suppress(sqlite3.Error):
                         await self._writer.rollback()
                     raise
+        return removed
 
     async def latest_snapshot(self, at_or_before: int | None = None) -> tuple[int, bytes] | None:
         """The newest snapshot covering no event after `at_or_before`, as ``(seq, body)``."""

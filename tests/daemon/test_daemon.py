@@ -1,10 +1,13 @@
 """`kbatchd run` as a real process against `kbatchd sim` on loopback: ingest into the log,
-clean shutdown, restart without duplicates, and the faults a real API server deals out."""
+clean shutdown, restart without duplicates, bounded snapshots, and the faults a real API
+server deals out."""
 
 from __future__ import annotations
 
 import signal
+import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -98,6 +101,44 @@ async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> N
         nodes_again = [e for e in tail if isinstance(e, Observed) and e.kind == "Node"]
         assert nodes_again == []
         assert any(isinstance(e, Resynced) and e.reason == "listed" for e in tail)
+
+
+async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_newest(
+    tmp_path: Path,
+) -> None:
+    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path, snapshot_every=1000, keep_snapshots=2)
+        log = tmp_path / "kbatchd.db"
+        async with running_daemon(config) as daemon:
+
+            def saved() -> list[dict[str, object]]:
+                return [line for line in daemon.logs() if line.get("event") == "snapshot saved"]
+
+            # Waves of 1,000 pods left to another scheduler: an event each, a snapshot a wave.
+            for wave in range(1, 5):
+                for i in range(1000):
+                    pod = _pod(f"w{wave}-{i}")
+                    pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+                    sim.registry.create(PODS, "default", pod)
+
+                async def saved_wave(count: int = wave) -> bool:
+                    return len(saved()) >= count
+
+                await eventually(saved_wave, what=f"snapshot {wave} saved")
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        lines = saved()
+        assert [line["removed"] for line in lines] == [0, 0] + [1] * (len(lines) - 2)
+        with closing(sqlite3.connect(log)) as conn:
+            kept = [seq for (seq,) in conn.execute("SELECT seq FROM snapshots ORDER BY seq")]
+        assert kept == [line["seq"] for line in lines[-2:]]
+        last = len(await logged_events(log))
+        async with running_daemon(config) as daemon:
+            replayed = next(line for line in daemon.logs() if line.get("event") == "log replayed")
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        assert (replayed["seq"], replayed["folded"]) == (last, last - kept[-1])
 
 
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:

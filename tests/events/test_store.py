@@ -360,6 +360,64 @@ async def test_snapshots(tmp_path: Path) -> None:
         assert await log.latest_snapshot(at_or_before=6) == (5, b"state@5")
 
 
+def snapshot_seqs(path: Path) -> list[int]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [seq for (seq,) in conn.execute("SELECT seq FROM snapshots ORDER BY seq")]
+
+
+@pytest.mark.parametrize(
+    ("saved", "keep", "kept", "removed"),
+    [
+        ((2, 4, 6, 8), 0, [2, 4, 6, 8], [0, 0, 0, 0]),
+        ((2, 4, 6, 8), 2, [6, 8], [0, 0, 1, 1]),
+        ((2, 4, 6, 8), 1, [8], [0, 1, 1, 1]),
+        ((2, 4), 5, [2, 4], [0, 0]),
+        # Saved out of order: the newest are the ones covering the most events.
+        ((8, 2, 6), 2, [6, 8], [0, 0, 1]),
+        # Saving a kept seq again replaces it and removes nothing.
+        ((2, 4, 4), 2, [2, 4], [0, 0, 0]),
+    ],
+    ids=["keep-all", "keep-two", "keep-one", "fewer-than-kept", "out-of-order", "resaved"],
+)
+async def test_saving_a_snapshot_keeps_the_newest(
+    tmp_path: Path, saved: tuple[int, ...], keep: int, kept: list[int], removed: list[int]
+) -> None:
+    path = tmp_path / "log.db"
+    async with EventLog.open(path) as log:
+        await log.append(ticks(10))
+        counts = [await log.save_snapshot(seq, b"s%d" % seq, keep=keep) for seq in saved]
+        assert await log.latest_snapshot() == (kept[-1], b"s%d" % kept[-1])
+    assert counts == removed
+    assert snapshot_seqs(path) == kept
+
+
+async def test_a_negative_snapshot_count_is_refused_and_removes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    async with EventLog.open(path) as log:
+        await log.append(ticks(4))
+        await log.save_snapshot(2, b"s2")
+        with pytest.raises(ValueError, match="keep must be 0"):
+            await log.save_snapshot(4, b"s4", keep=-1)
+    assert snapshot_seqs(path) == [2]
+
+
+async def test_removed_snapshots_leave_their_pages_for_the_next(tmp_path: Path) -> None:
+    """The point of the bound: a long-running daemon's file stops growing with snapshots."""
+    path = tmp_path / "log.db"
+    body = bytes(range(256)) * 4096  # 1 MiB
+    async with EventLog.open(path) as log:
+        await log.append(ticks(40))
+        for seq in range(1, 11):
+            await log.save_snapshot(seq, body, keep=2)
+    size = path.stat().st_size  # closed: the write-ahead log is in the file
+    async with EventLog.open(path) as log:
+        for seq in range(11, 41):
+            await log.save_snapshot(seq, body, keep=2)
+    assert size < 4 * len(body) < 30 * len(body)
+    assert path.stat().st_size == size
+    assert snapshot_seqs(path) == [39, 40]
+
+
 # ---------------------------------------------------------------------------------------------
 # Read-only access
 
