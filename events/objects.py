@@ -397,6 +397,27 @@ def _epoch_ms(text: str) -> int | None:
         return None
 
 
+# The annotations kbatchd reads are under these prefixes (Job, JobSet, Kueue and its own); a
+# slim object keeps only those. Others can be kilobytes and change with any status update — a
+# CNI's network status, kubectl's last-applied configuration, a service mesh's sidecar status —
+# and would be logged again with every event of the object.
+READ_ANNOTATION_PREFIXES: Final = (
+    "batch.kubernetes.io/",
+    "jobset.sigs.k8s.io/",
+    "alpha.jobset.sigs.k8s.io/",
+    "kueue.x-k8s.io/",
+    "kbatchd.dev/",
+)
+
+
+def read_annotations(annotations: dict[str, str] | None) -> dict[str, str]:
+    """The annotations a slim object keeps: those under `READ_ANNOTATION_PREFIXES`."""
+    if not annotations:
+        return {}
+    prefixes = READ_ANNOTATION_PREFIXES
+    return {key: value for key, value in annotations.items() if key.startswith(prefixes)}
+
+
 def _meta_fields(meta: _Meta) -> dict[str, Any]:
     return {
         "name": meta.name,
@@ -407,7 +428,7 @@ def _meta_fields(meta: _Meta) -> dict[str, Any]:
         "created": timestamp_ms(meta.creation_timestamp, "metadata.creationTimestamp") or 0,
         "deletion_ts": timestamp_ms(meta.deletion_timestamp, "metadata.deletionTimestamp"),
         "labels": meta.labels or {},
-        "annotations": meta.annotations or {},
+        "annotations": read_annotations(meta.annotations),
         "owners": tuple(
             OwnerRef(o.kind, o.name, o.uid, bool(o.controller)) for o in meta.owner_references
         )

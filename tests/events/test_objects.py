@@ -427,6 +427,50 @@ def test_pod_owners(
     assert (pod.owners, pod.controller) == (owners, controller)
 
 
+NETWORK_STATUS = '[{"name": "cbr0", "interface": "eth0", "ips": ["10.244.3.17"]}]' * 8
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kept"),
+    [
+        pytest.param(None, {}, id="none"),
+        pytest.param(
+            {
+                "batch.kubernetes.io/job-completion-index": "3",
+                "jobset.sigs.k8s.io/restart-attempt": "1",
+                "alpha.jobset.sigs.k8s.io/exclusive-topology": RACK,
+                "kueue.x-k8s.io/podset-required-topology": RACK,
+                "kbatchd.dev/pod-ordinal": "7",
+            },
+            {
+                "batch.kubernetes.io/job-completion-index": "3",
+                "jobset.sigs.k8s.io/restart-attempt": "1",
+                "alpha.jobset.sigs.k8s.io/exclusive-topology": RACK,
+                "kueue.x-k8s.io/podset-required-topology": RACK,
+                "kbatchd.dev/pod-ordinal": "7",
+            },
+            id="every-prefix-read",
+        ),
+        pytest.param(
+            {
+                "k8s.v1.cni.cncf.io/network-status": NETWORK_STATUS,
+                "kubectl.kubernetes.io/last-applied-configuration": "{}" * 500,
+                "sidecar.istio.io/status": "{}",
+                "sim.kbatchd.dev/run-seconds": "5",
+                "kbatchd.dev/pod-ordinal": "2",
+            },
+            {"kbatchd.dev/pod-ordinal": "2"},
+            id="others-dropped",
+        ),
+        pytest.param({"example.com/kbatchd.dev/x": "1"}, {}, id="prefix-only-at-the-start"),
+    ],
+)
+def test_a_pod_keeps_only_the_annotations_kbatchd_reads(
+    annotations: dict[str, str] | None, kept: dict[str, str]
+) -> None:
+    assert decode_pod(edit(pod_json(), "metadata.annotations", annotations)).annotations == kept
+
+
 # ---------------------------------------------------------------------------------------------
 # Nodes
 
@@ -444,7 +488,7 @@ def test_realistic_node_decodes_every_field() -> None:
             BLOCK: "b2",
             RACK: "r5",
         },
-        annotations={"node.alpha.kubernetes.io/ttl": "0"},
+        annotations={},  # node.alpha.kubernetes.io/ttl is none of kbatchd's
         allocatable={
             "cpu": 95_500,
             "memory": 2**40,
