@@ -501,7 +501,20 @@ class Daemon:
             log.info("snapshot saved", seq=seq, bytes=len(body), removed=removed)
 
     async def _carry_out(self, actuator: Actuator, term: int) -> None:
-        async for action_term, seq, decision, context in self._action_rx:
+        actions = self._action_rx
+        while True:
+            # A decision already queued is taken without the checkpoint that `receive` (and
+            # so `async for`) makes first: a trip round the loop and a lookup of anyio's
+            # backend for every decision, about 1 % of the daemon's CPU in the gang benchmark.
+            try:
+                action_term, seq, decision, context = actions.receive_nowait()
+            except anyio.WouldBlock:
+                try:
+                    action_term, seq, decision, context = await actions.receive()
+                except anyio.EndOfStream:
+                    return
+            except anyio.EndOfStream:
+                return
             if action_term == term:
                 await actuator.execute(seq, decision, context)
 
