@@ -83,7 +83,8 @@ class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # How often a Tick event moves the clock of the log (timeouts, back-off).
     tick_seconds: Annotated[float, msgspec.Meta(gt=0)] = 1.0
-    # Save a snapshot of folded state every this many events (restart and replay start there).
+    # Save a snapshot of folded state every this many events (restart and replay start there),
+    # or every `events.state.SNAPSHOT_EVENTS_PER_OBJECT` per object of the state when more.
     snapshot_every: Annotated[int, msgspec.Meta(ge=1000)] = 50_000
     # Snapshots kept in the log, the newest; older ones are removed as a new one is saved
     # (each is a whole copy of the state). 0: keep every snapshot.

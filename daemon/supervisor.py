@@ -47,7 +47,7 @@ from daemon.telemetry import BatchTrace, Tracing, now_ns
 from events.fold import fold
 from events.replay import rebuild
 from events.schema import Decided, Event, Observed, Outcome, Tick
-from events.state import State, encode_state
+from events.state import State, encode_state, snapshot_due
 from events.store import EventLog
 
 log = structlog.get_logger("kbatchd")
@@ -494,7 +494,7 @@ class Daemon:
     async def _maybe_snapshot(self, event_log: EventLog, appended: int) -> None:
         self._since_snapshot += appended
         settings = self.settings.daemon
-        if self._since_snapshot >= settings.snapshot_every:
+        if snapshot_due(self.state, self._since_snapshot, settings.snapshot_every):
             self._since_snapshot = 0
             seq, body = self.state.seq, encode_state(self.state)
             removed = await event_log.save_snapshot(seq, body, keep=settings.keep_snapshots)

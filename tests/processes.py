@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,9 @@ def stderr_on_a_terminal(*argv: str) -> bytes:
     finally:
         os.close(leader)
     return seen
+
+
+def snapshot_seqs(log: Path) -> list[int]:
+    """The seqs of the snapshots a log holds, oldest first (read with plain sqlite3)."""
+    with closing(sqlite3.connect(log)) as conn:
+        return [seq for (seq,) in conn.execute("SELECT seq FROM snapshots ORDER BY seq")]

@@ -80,7 +80,7 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
         tmp = Path(tmp_name)
         async with SimCluster.start(topology=TOPOLOGY, seed=1) as sim:
             assert sim.kubeconfig_path is not None
-            config = daemon_config(tmp, sim.kubeconfig_path, snapshot_every=200_000)
+            config = daemon_config(tmp, sim.kubeconfig_path)
             async with running_daemon(config):
                 finished = Reached(sim.store, total, "Succeeded")
                 start = time.perf_counter()

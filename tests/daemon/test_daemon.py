@@ -5,9 +5,7 @@ server deals out."""
 from __future__ import annotations
 
 import signal
-import sqlite3
 from collections import Counter
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -16,7 +14,7 @@ from kubernetes_asyncio import client
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import PODS
-from events.schema import Observed, Resynced
+from events.schema import Observed, Resynced, Tick
 from tests.processes import (
     daemon_config,
     eventually,
@@ -24,6 +22,7 @@ from tests.processes import (
     logged_events,
     running_daemon,
     simulated_cluster,
+    snapshot_seqs,
 )
 
 pytestmark = pytest.mark.anyio
@@ -115,12 +114,37 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
             def saved() -> list[dict[str, object]]:
                 return [line for line in daemon.logs() if line.get("event") == "snapshot saved"]
 
-            # Waves of 1,000 pods left to another scheduler: an event each, a snapshot a wave.
+            # 1,200 pods left to another scheduler: as many events as `snapshot_every`, but a
+            # state of over 1,200 objects waits for two events per object.
+            for i in range(1200):
+                pod = _pod(f"held-{i}")
+                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+                sim.registry.create(PODS, "default", pod)
+
+            async def ticked_after_the_pods() -> bool:
+                events = await logged_events(log)
+                held = [
+                    seq for seq, e in events if isinstance(e, Observed) and e.name == "held-1199"
+                ]
+                return bool(held) and any(
+                    isinstance(e, Tick) and seq > held[0] for seq, e in events
+                )
+
+            # A Tick after the pods: the pump has finished with their batches, snapshot or not.
+            await eventually(ticked_after_the_pods, what="a Tick logged after the pods")
+            assert snapshot_seqs(log) == []
+            for i in range(1200):
+                sim.registry.delete(PODS, "default", f"held-{i}", DeleteOptions(grace_seconds=0))
+            # Then waves of 600 pods created and deleted: 1,200 events a wave and a state back
+            # to its nodes, one snapshot a wave.
             for wave in range(1, 5):
-                for i in range(1000):
-                    pod = _pod(f"w{wave}-{i}")
+                names = [f"w{wave}-{i}" for i in range(600)]
+                for name in names:
+                    pod = _pod(name)
                     pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
                     sim.registry.create(PODS, "default", pod)
+                for name in names:
+                    sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
 
                 async def saved_wave(count: int = wave) -> bool:
                     return len(saved()) >= count
@@ -130,8 +154,7 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
             assert await daemon.wait(within=10) == 0
         lines = saved()
         assert [line["removed"] for line in lines] == [0, 0] + [1] * (len(lines) - 2)
-        with closing(sqlite3.connect(log)) as conn:
-            kept = [seq for (seq,) in conn.execute("SELECT seq FROM snapshots ORDER BY seq")]
+        kept = snapshot_seqs(log)
         assert kept == [line["seq"] for line in lines[-2:]]
         last = len(await logged_events(log))
         async with running_daemon(config) as daemon:

@@ -36,6 +36,7 @@ from events.store import (
     NotALog,
     SchemaTooNew,
 )
+from tests.processes import snapshot_seqs
 
 pytestmark = pytest.mark.anyio
 
@@ -358,11 +359,6 @@ async def test_snapshots(tmp_path: Path) -> None:
         assert log.stats.transactions == 1
     async with EventLog.open(path, readonly=True) as log:
         assert await log.latest_snapshot(at_or_before=6) == (5, b"state@5")
-
-
-def snapshot_seqs(path: Path) -> list[int]:
-    with closing(sqlite3.connect(path)) as conn:
-        return [seq for (seq,) in conn.execute("SELECT seq FROM snapshots ORDER BY seq")]
 
 
 @pytest.mark.parametrize(
