@@ -143,6 +143,10 @@ class Daemon:
             replayed = await rebuild(event_log, levels=tuple(settings.topology.levels))
             self.state = replayed.state
             self._started_at = self.state.seq
+            # The events since the newest snapshot count towards the next one: a daemon
+            # restarted before each run reached the interval would otherwise never save one,
+            # and every start would fold a longer tail.
+            self._since_snapshot = replayed.folded
             self._unsynced = {f"{c.name}/{kind}" for c in settings.clusters for kind in RESOURCES}
             log.info("log replayed", log=settings.log, seq=self.state.seq, folded=replayed.folded)
             apis = {

@@ -432,8 +432,7 @@ class EventLog:
 
         Snapshots are a cache of the fold, each a whole copy of the state: without a bound
         they, not the events, would fill the disk (at 100,000 pods one is about 56 MB). A
-        replay to a point before the oldest kept one folds from an older one, or from the
-        first event."""
+        replay to a point before the oldest kept one folds from the first event."""
         if self._writer is None:
             raise RuntimeError(f"{self._name}: log is open read-only")
         if not 1 <= seq <= self._last_seq:

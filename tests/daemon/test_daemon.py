@@ -164,6 +164,52 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
         assert (replayed["seq"], replayed["folded"]) == (last, last - kept[-1])
 
 
+async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: Path) -> None:
+    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path, snapshot_every=1000)
+        log = tmp_path / "kbatchd.db"
+
+        async def churn(prefix: str, count: int) -> None:
+            """`count` pods left to another scheduler created and deleted: 2 × `count` events,
+            and a state back to its nodes."""
+            names = [f"{prefix}-{i}" for i in range(count)]
+            for name in names:
+                pod = _pod(name)
+                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+                sim.registry.create(PODS, "default", pod)
+            for name in names:
+                sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
+
+            async def all_logged() -> bool:
+                events = await logged_events(log)
+                return any(
+                    isinstance(e, Observed) and e.name == names[-1] and e.change == "DELETED"
+                    for _, e in events
+                )
+
+            await eventually(all_logged, what=f"the {prefix} pods logged")
+
+        # Two runs of about 700 and 400 events: neither reaches 1,000 alone.
+        async with running_daemon(config) as daemon:
+            await churn("first", 350)
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        assert snapshot_seqs(log) == []
+        async with running_daemon(config) as daemon:
+            replayed = next(line for line in daemon.logs() if line.get("event") == "log replayed")
+            assert int(replayed["folded"]) >= 700
+            await churn("second", 200)
+
+            async def saved() -> bool:
+                return any(line.get("event") == "snapshot saved" for line in daemon.logs())
+
+            await eventually(saved, what="a snapshot saved in the second run")
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        assert len(snapshot_seqs(log)) == 1
+
+
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
     faults = "drop-watch=0.3"
     async with simulated_cluster(tmp_path, "--faults", faults, "--seed", "3") as (_, kubeconfig):
