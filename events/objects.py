@@ -410,12 +410,27 @@ READ_ANNOTATION_PREFIXES: Final = (
 )
 
 
+# Annotation key -> whether a slim object keeps it. A cluster's objects use a few dozen keys;
+# a lookup is about half the cost of matching five prefixes (every pod event decodes some).
+_KEPT_KEYS: dict[str, bool] = {}
+_KEPT_KEYS_MAX: Final = 4096
+
+
 def read_annotations(annotations: dict[str, str] | None) -> dict[str, str]:
     """The annotations a slim object keeps: those under `READ_ANNOTATION_PREFIXES`."""
     if not annotations:
         return {}
-    prefixes = READ_ANNOTATION_PREFIXES
-    return {key: value for key, value in annotations.items() if key.startswith(prefixes)}
+    known = _KEPT_KEYS
+    kept: dict[str, str] = {}
+    for key, value in annotations.items():
+        keep = known.get(key)
+        if keep is None:
+            if len(known) >= _KEPT_KEYS_MAX:
+                known.clear()  # keys made per object (a hash in the name, say): start afresh
+            keep = known[key] = key.startswith(READ_ANNOTATION_PREFIXES)
+        if keep:
+            kept[key] = value
+    return kept
 
 
 def _meta_fields(meta: _Meta) -> dict[str, Any]:

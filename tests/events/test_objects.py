@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from events import objects
 from events.objects import (
     Job,
     JobSet,
@@ -25,6 +26,7 @@ from events.objects import (
     decode_object_dict,
     decode_watch_line,
     object_key,
+    read_annotations,
     rfc3339,
     timestamp_ms,
 )
@@ -469,6 +471,15 @@ def test_a_pod_keeps_only_the_annotations_kbatchd_reads(
     annotations: dict[str, str] | None, kept: dict[str, str]
 ) -> None:
     assert decode_pod(edit(pod_json(), "metadata.annotations", annotations)).annotations == kept
+
+
+def test_the_kept_keys_memo_stays_bounded_and_answers_alike() -> None:
+    keys = [f"example.com/per-pod-{i}" for i in range(objects._KEPT_KEYS_MAX + 10)]
+    for key in keys:
+        assert read_annotations({key: "x", "kbatchd.dev/pod-ordinal": "1"}) == {
+            "kbatchd.dev/pod-ordinal": "1"
+        }
+        assert len(objects._KEPT_KEYS) <= objects._KEPT_KEYS_MAX
 
 
 # ---------------------------------------------------------------------------------------------
