@@ -81,12 +81,27 @@ class Child:
             return await self.process.wait()
 
 
+# `python -m daemon.cli ARGV` with the size of any file it writes limited to the first argument:
+# a write past it fails with EFBIG (Python ignores SIGXFSZ), as a write to a full disk fails.
+_WITH_FILE_SIZE_LIMIT = (
+    "import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "runpy.run_module('daemon.cli', run_name='__main__', alter_sys=True)"
+)
+
+
 @asynccontextmanager
-async def spawn(name: str, *argv: str, env: dict[str, str] | None = None) -> AsyncIterator[Child]:
-    """Start ``kbatchd ARGV`` and kill it on exit if it is still running."""
+async def spawn(
+    name: str, *argv: str, env: dict[str, str] | None = None, file_size_limit: int | None = None
+) -> AsyncIterator[Child]:
+    """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
+    bytes past which it cannot grow a file (a full disk, for fault tests)."""
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    command = [sys.executable, "-m", "daemon.cli"]
+    if file_size_limit is not None:
+        command = [sys.executable, "-c", _WITH_FILE_SIZE_LIMIT, str(file_size_limit)]
     process = await anyio.open_process(
-        [sys.executable, "-m", "daemon.cli", *argv],
+        [*command, *argv],
         stdin=subprocess.DEVNULL,
         env=environment,
     )

@@ -4,10 +4,12 @@ server deals out."""
 
 from __future__ import annotations
 
+import re
 import signal
 from collections import Counter
 from pathlib import Path
 
+import anyio
 import pytest
 from kubernetes_asyncio import client
 
@@ -23,6 +25,7 @@ from tests.processes import (
     running_daemon,
     simulated_cluster,
     snapshot_seqs,
+    spawn,
 )
 
 pytestmark = pytest.mark.anyio
@@ -208,6 +211,50 @@ async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: 
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
         assert len(snapshot_seqs(log)) == 1
+
+
+async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path)
+        log = tmp_path / "kbatchd.db"
+        created: list[str] = []
+        async with spawn(
+            "daemon", "run", "--config", str(config), file_size_limit=2 << 20
+        ) as daemon:
+            await daemon.wait_for(lambda line: '"synced"' in line)
+            # Pods until the log cannot take their events: the limit stands for a full disk.
+            for i in range(20_000):
+                if daemon.process.returncode is not None:
+                    break
+                pod = _pod(f"filler-{i}")
+                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+                pod["metadata"]["annotations"]["kbatchd.dev/filler"] = "x" * 400  # type: ignore[index]
+                sim.registry.create(PODS, "default", pod)
+                created.append(f"filler-{i}")
+                if i % 50 == 49:
+                    await anyio.sleep(0.01)  # let the daemon log them
+            assert await daemon.wait(within=30) == 2
+        assert re.fullmatch(
+            rf"kbatchd: {re.escape(str(log))}: appending seq \d+\.\.\d+ failed: .+",
+            daemon.stderr[-1],
+        ), daemon.output()
+        assert len(daemon.stderr) == 1, daemon.output()  # one line, no traceback
+        # Every event committed before the failure is there, in order and decodable.
+        kept = await logged_events(log)
+        assert [seq for seq, _ in kept] == list(range(1, len(kept) + 1))
+        logged_before = {e.name for _, e in kept if isinstance(e, Observed) and e.kind == "Pod"}
+        assert logged_before < set(created)
+        # Room again: a restart lists the cluster and logs every pod the failure missed.
+        async with running_daemon(config) as daemon:
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        after = await logged_events(log)
+        assert after[: len(kept)] == kept
+        logged = {e.name for _, e in after if isinstance(e, Observed) and e.kind == "Pod"}
+        assert logged == set(created)
 
 
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
