@@ -9,7 +9,7 @@ import signal
 from collections import Counter
 from pathlib import Path
 
-import anyio
+import anyio.lowlevel
 import pytest
 from kubernetes_asyncio import client
 
@@ -235,7 +235,7 @@ async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_n
                 sim.registry.create(PODS, "default", pod)
                 created.append(f"filler-{i}")
                 if i % 50 == 49:
-                    await anyio.sleep(0.01)  # let the daemon log them
+                    await anyio.lowlevel.checkpoint()  # let the API server send them
             assert await daemon.wait(within=30) == 2
         assert re.fullmatch(
             rf"kbatchd: {re.escape(str(log))}: appending seq \d+\.\.\d+ failed: .+",
