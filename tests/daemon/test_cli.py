@@ -1,4 +1,5 @@
-"""`kbatchd replay` and `kbatchd demo` on real logs, and what bad input gets."""
+"""`kbatchd replay` and `kbatchd demo` on real logs, and what bad input (to them and to
+`kbatchd run`) gets."""
 
 from __future__ import annotations
 
@@ -183,12 +184,21 @@ def _corrupt_event(tmp: Path, good: Path) -> Path:
     ],
     ids=["not-sqlite", "other-application", "truncated", "corrupt-event"],
 )
+@pytest.mark.parametrize("command", ["replay", "run"])
 def test_bad_logs_get_one_line_and_exit_2_and_stay_unchanged(
-    tmp_path: Path, log_file: Path, make: object, message: str
+    tmp_path: Path, log_file: Path, make: object, message: str, command: str
 ) -> None:
     path = make(tmp_path, log_file)  # type: ignore[operator]
     before = _digest(path)
-    result = _run("replay", str(path))
+    if command == "replay":
+        result = _run("replay", str(path))
+    else:
+        # The daemon reads its log before it reaches any cluster (this one has none to reach).
+        config = tmp_path / "kbatchd.toml"
+        config.write_text(
+            '[[clusters]]\nname = "c"\nkubeconfig = "/no/such/kubeconfig"\n[health]\naddress = ""\n'
+        )
+        result = _run("run", "--config", str(config), "--log", str(path))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
