@@ -226,6 +226,8 @@ async def _replay_mode(args: argparse.Namespace) -> int:
         if args.export_jsonl is not None:
             return await _export_jsonl(log, args)
         replayed = await rebuild(log, until=args.until, progress=_tty_progress())
+        for skipped in replayed.skipped:
+            _note(skipped.describe(str(args.log)))
         if args.show:
             data = await show(log, replayed, args.show)
             print(_json(data) if args.json else render_show(data))
@@ -321,6 +323,8 @@ async def _verify(args: argparse.Namespace) -> int:
             levels=tuple(settings.topology.levels),
             progress=_tty_progress(),
         )
+    for skipped in result.skipped:
+        _note(skipped.describe(str(args.log)))
     if args.json:
         print(_json(result))
     elif result.divergence is None:

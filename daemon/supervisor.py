@@ -141,6 +141,8 @@ class Daemon:
         async with AsyncExitStack() as stack:
             event_log = await stack.enter_async_context(EventLog.open(Path(settings.log)))
             replayed = await rebuild(event_log, levels=tuple(settings.topology.levels))
+            for skipped in replayed.skipped:
+                log.warning("snapshot unusable", seq=skipped.seq, error=skipped.reason)
             self.state = replayed.state
             self._started_at = self.state.seq
             # The events since the newest snapshot count towards the next one: a daemon

@@ -18,9 +18,9 @@ import msgspec
 from daemon.reconcilers.base import Reconciler
 from daemon.reconcilers.runner import decide
 from events.fold import fold
-from events.replay import describe, iso_time, paused_gc, plain
+from events.replay import SkippedSnapshot, describe, iso_time, paused_gc, plain, snapshot_state
 from events.schema import Decided, Event, Observed
-from events.state import State, decode_state, empty_state
+from events.state import State, empty_state
 from events.store import EventLog
 from events.topology import DEFAULT_LEVELS
 
@@ -46,6 +46,8 @@ class Verified(msgspec.Struct):
     first_seq: int
     last_seq: int
     divergence: Divergence | None = None
+    # Snapshots that did not decode, folded past (`events.replay.snapshot_state`).
+    skipped: list[SkippedSnapshot] = []
 
 
 async def verify(
@@ -60,9 +62,9 @@ async def verify(
     by_name = {r.name: r for r in reconcilers}
     last = log.last_seq if until is None else min(until, log.last_seq)
     state = empty_state(levels)
-    found = await log.latest_snapshot(at_or_before=max(from_seq - 1, 0))
+    found, skipped = await snapshot_state(log, max(from_seq - 1, 0))
     if found is not None:
-        state = decode_state(found[1])
+        state = found[1]
     start = state.seq
     checked = 0
     # The decisions of one pass, held back until the pass ends: each is checked against the
@@ -90,13 +92,13 @@ async def verify(
                     pending.append((seq, event))
                     continue
                 if pending and (problem := await flush()) is not None:
-                    return Verified(checked, from_seq, problem.seq, problem)
+                    return Verified(checked, from_seq, problem.seq, problem, skipped)
                 fold(state, seq, event)
             if progress is not None:
                 progress(state.seq, last)
         if pending and (problem := await flush()) is not None:
-            return Verified(checked, from_seq, problem.seq, problem)
-    return Verified(checked, from_seq, last)
+            return Verified(checked, from_seq, problem.seq, problem, skipped)
+    return Verified(checked, from_seq, last, skipped=skipped)
 
 
 def _check(

@@ -95,11 +95,45 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+class SkippedSnapshot(msgspec.Struct, frozen=True):
+    """A snapshot a replay could not start from, and why."""
+
+    seq: int
+    reason: str
+
+    def describe(self, path: str) -> str:
+        return f"{path}: snapshot seq {self.seq} does not decode ({self.reason}); folded past it"
+
+
+async def snapshot_state(
+    log: EventLog, at_or_before: int
+) -> tuple[tuple[int, State] | None, list[SkippedSnapshot]]:
+    """The newest snapshot covering no event after `at_or_before` that decodes, as its seq and
+    state (None: fold from the first event), and the newer ones that did not. Snapshots are derived
+    from the events, so a damaged one, or one written by a kbatchd whose state this one cannot
+    read, costs only the time of folding from an older one."""
+    skipped: list[SkippedSnapshot] = []
+    bound = at_or_before
+    while bound >= 1:
+        found = await log.latest_snapshot(at_or_before=bound)
+        if found is None:
+            break
+        seq, body = found
+        try:
+            return (seq, decode_state(body)), skipped
+        except DECODE_ERRORS as exc:
+            skipped.append(SkippedSnapshot(seq, str(exc)))
+            bound = seq - 1
+    return None, skipped
+
+
 class Replayed(msgspec.Struct):
     state: State
     snapshot: int | None
     folded: int
     last_seq: int
+    # Newer snapshots than `snapshot` that did not decode (`snapshot_state`).
+    skipped: list[SkippedSnapshot] = []
 
 
 async def rebuild(
@@ -111,12 +145,11 @@ async def rebuild(
 ) -> Replayed:
     """State as of `until` (the whole log when None), from the newest usable snapshot."""
     last = log.last_seq if until is None else min(until, log.last_seq)
-    found = await log.latest_snapshot(at_or_before=last)
+    found, skipped = await snapshot_state(log, last)
     snapshot: int | None = None
     state = empty_state(levels)
     if found is not None:
-        snapshot, body = found
-        state = decode_state(body)
+        snapshot, state = found
         if state.topology.levels != levels:
             state.topology = rebuilt_topology(state, levels)
     folded = 0
@@ -137,7 +170,7 @@ async def rebuild(
                 progress(state.seq, last)
     if progress is not None:
         progress(last, last)
-    return Replayed(state=state, snapshot=snapshot, folded=folded, last_seq=last)
+    return Replayed(state=state, snapshot=snapshot, folded=folded, last_seq=last, skipped=skipped)
 
 
 def rebuilt_topology(state: State, levels: tuple[str, ...]) -> Topology:

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -206,6 +207,34 @@ def test_bad_logs_get_one_line_and_exit_2_and_stay_unchanged(
     assert str(path) in lines[0]
     assert message in lines[0]
     assert _digest(path) == before
+
+
+@pytest.mark.parametrize("verify", [False, True], ids=["summary", "verify"])
+def test_a_snapshot_that_does_not_decode_is_noted_and_folded_past(
+    tmp_path: Path, log_file: Path, verify: bool
+) -> None:
+    path = tmp_path / "snapshot-damaged.db"
+    path.write_bytes(log_file.read_bytes())
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("UPDATE snapshots SET body = x'c1c1c1' WHERE seq = ?", (SNAPSHOT_AT,))
+    # --verify from a seq past the snapshot starts from it; from seq 1 it reads none.
+    flags = ["--verify", "--from", str(SNAPSHOT_AT + 1000)] if verify else []
+    intact = _run("replay", str(log_file), "--json", *flags)
+    result = _run("replay", str(path), "--json", *flags)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"kbatchd: note: {path}: snapshot seq {SNAPSHOT_AT} does not decode (MessagePack data "
+        "is malformed: invalid opcode '\\xc1' (byte 0)); folded past it"
+    ]
+    data, expected = json.loads(result.stdout), json.loads(intact.stdout)
+    if verify:
+        assert data["divergence"] is None
+        assert data["skipped"] == [{"seq": SNAPSHOT_AT, "reason": data["skipped"][0]["reason"]}]
+    else:
+        assert (data["snapshot"], data["folded"]) == (None, EVENTS)
+        assert (expected["snapshot"], expected["folded"]) == (SNAPSHOT_AT, EVENTS - SNAPSHOT_AT)
+        for key in ("seq", "now", "counts", "occupancy"):
+            assert data[key] == expected[key], key
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import signal
+import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import anyio.lowlevel
@@ -165,6 +167,18 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
         assert (replayed["seq"], replayed["folded"]) == (last, last - kept[-1])
+        # A damaged newest snapshot: the next start says so and folds from the one before.
+        with closing(sqlite3.connect(log)) as db, db:
+            db.execute("UPDATE snapshots SET body = x'c1c1c1' WHERE seq = ?", (kept[-1],))
+        last = len(await logged_events(log))
+        async with running_daemon(config) as daemon:
+            lines = daemon.logs()
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        unusable = [line for line in lines if line.get("event") == "snapshot unusable"]
+        assert [(line["seq"], line["level"]) for line in unusable] == [(kept[-1], "warning")]
+        replayed = next(line for line in lines if line.get("event") == "log replayed")
+        assert (replayed["seq"], replayed["folded"]) == (last, last - kept[0])
 
 
 async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: Path) -> None:

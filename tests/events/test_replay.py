@@ -15,7 +15,7 @@ from events import timeline as timeline_module
 from events.fold import fold
 from events.replay import paused_gc, rebuild
 from events.schema import Event
-from events.state import State
+from events.state import State, empty_state, encode_state
 from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
 from tests.events.builders import make_node, make_pod, observed
@@ -96,3 +96,49 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     assert info.value.seq == 4
     assert str(info.value).startswith(f"{path}: event seq 4 is corrupt: ")
     assert detail in str(info.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("corrupt", "until", "used", "skipped"),
+    [
+        pytest.param((), None, 9, [], id="none-corrupt"),
+        pytest.param((9,), None, 6, [9], id="newest-corrupt"),
+        pytest.param((9, 6), None, 3, [9, 6], id="two-corrupt"),
+        pytest.param((9, 6, 3), None, None, [9, 6, 3], id="all-corrupt-from-the-first-event"),
+        pytest.param((9,), 7, 6, [], id="corrupt-one-after-the-point-not-read"),
+        pytest.param((6,), 8, 3, [6], id="corrupt-one-before-the-point"),
+    ],
+)
+async def test_a_snapshot_that_does_not_decode_is_folded_past(
+    tmp_path: Path,
+    corrupt: tuple[int, ...],
+    until: int | None,
+    used: int | None,
+    skipped: list[int],
+) -> None:
+    path = tmp_path / "log.db"
+    events: list[Event] = [observed(make_node(f"n{i}")) for i in range(10)]
+    async with EventLog.open(path) as log:
+        await log.append(events)
+        whole = await rebuild(log)
+        for seq in (3, 6, 9):
+            partial = await rebuild(log, until=seq)
+            await log.save_snapshot(seq, encode_state(partial.state))
+    with closing(sqlite3.connect(path)) as db, db:
+        for seq in corrupt:
+            db.execute("UPDATE snapshots SET body = x'c1c1' WHERE seq = ?", (seq,))
+    async with EventLog.open(path, readonly=True) as log:
+        replayed = await rebuild(log, until=until)
+        expected = whole if until is None else await rebuild_from_empty(log, until)
+    assert replayed.snapshot == used
+    assert [s.seq for s in replayed.skipped] == skipped
+    assert all("MessagePack data is malformed" in s.reason for s in replayed.skipped)
+    assert replayed.state == expected.state
+
+
+async def rebuild_from_empty(log: EventLog, until: int) -> replay.Replayed:
+    state = empty_state()
+    async for seq, event in log.read(until=until):
+        fold(state, seq, event)
+    return replay.Replayed(state=state, snapshot=None, folded=until, last_seq=until)
