@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 import aiohttp
+import anyio
 import msgspec
 from kubernetes_asyncio import client, config
 
@@ -62,6 +63,10 @@ class ConfigError(Exception):
 async def load_configuration(kubeconfig: str | None, context: str | None) -> client.Configuration:
     """As kubectl finds it: the given kubeconfig, else the default one, else in-cluster."""
     configuration = client.Configuration()
+    if kubeconfig is not None and not await anyio.Path(kubeconfig).is_file():
+        # The library only warns and goes on with an empty configuration, whose error then
+        # speaks of a missing current-context.
+        raise ConfigError(f"cannot load cluster configuration from {kubeconfig}: no such file")
     try:
         if kubeconfig is not None or context is not None:
             await config.load_kube_config(
@@ -72,9 +77,15 @@ async def load_configuration(kubeconfig: str | None, context: str | None) -> cli
             await config.load_kube_config(client_configuration=configuration)
         except config.ConfigException:
             config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError, KeyError, ValueError) as exc:
+    except Exception as exc:
+        # The library parses the file as YAML and walks what it finds unvalidated: beside its
+        # own ConfigException, a malformed file raises whatever the walk meets (a YAML error,
+        # TypeError for a list or a number where a mapping belongs, ...). All mean the same.
         where = kubeconfig or "the default kubeconfig or in-cluster configuration"
-        raise ConfigError(f"cannot load cluster configuration from {where}: {exc}") from exc
+        known = (config.ConfigException, OSError, KeyError, ValueError)
+        detail = str(exc) if isinstance(exc, known) else f"malformed ({type(exc).__name__}: {exc})"
+        message = " ".join(detail.split())  # one line: YAML errors span several
+        raise ConfigError(f"cannot load cluster configuration from {where}: {message}") from exc
     return configuration
 
 

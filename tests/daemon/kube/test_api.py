@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from daemon.kube.api import KubeApi, proxy_from_environment
+from daemon.kube.api import ConfigError, KubeApi, load_configuration, proxy_from_environment
 
 PROXY_VARIABLES = (
     "HTTPS_PROXY",
@@ -123,3 +123,46 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
     assert headers["Content-Type"] == "application/merge-patch+json"
     assert headers["Accept"] == "application/json"
     assert json.loads(sent) == body
+
+
+_GOOD_KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: a, cluster: {server: "https://127.0.0.1:6443"}}]
+contexts: [{name: a, context: {cluster: a, user: u}}]
+current-context: a
+users: [{name: u, user: {token: t}}]
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("content", "context", "fragment"),
+    [
+        pytest.param("garbage: {", None, "malformed (ParserError: ", id="not-yaml"),
+        pytest.param("[1, 2]", None, "malformed (TypeError: ", id="a-list"),
+        pytest.param("clusters: 5", None, "malformed (TypeError: ", id="a-number-for-a-list"),
+        pytest.param("", None, "malformed (", id="empty"),
+        pytest.param(_GOOD_KUBECONFIG, "nope", "Expected object with name nope", id="no-context"),
+        pytest.param(None, None, "no such file", id="missing-file"),
+    ],
+)
+async def test_an_unusable_kubeconfig_is_one_line_naming_the_file(
+    tmp_path: Path, content: str | None, context: str | None, fragment: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        await load_configuration(str(path), context)
+    message = str(caught.value)
+    assert message.startswith(f"cannot load cluster configuration from {path}: ")
+    assert fragment in message
+    assert "\n" not in message
+
+
+@pytest.mark.anyio
+async def test_a_good_kubeconfig_loads(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(_GOOD_KUBECONFIG)
+    configuration = await load_configuration(str(path), None)
+    assert configuration.host == "https://127.0.0.1:6443"
