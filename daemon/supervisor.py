@@ -482,6 +482,15 @@ class Daemon:
         for verdict in verdicts:
             if verdict.decision.requeue_at is not None:
                 self._requeues.schedule(verdict.decision.requeue_at, verdict.key)
+            if verdict.error is not None and verdict.event is not None:
+                # Once per new failure (an unchanged one is not logged again as a decision).
+                log.error(
+                    "reconciler failed",
+                    reconciler=verdict.event.reconciler,
+                    key=verdict.key,
+                    reason=verdict.decision.reason,
+                    traceback=verdict.error,
+                )
         decisions = [v.event for v in verdicts if v.event is not None]
         if not decisions:
             return

@@ -3,7 +3,9 @@ events that result. Pure, so that `kbatchd replay --verify` reruns exactly this.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 import msgspec
 
@@ -17,25 +19,50 @@ def may_decide(state: State, key: str) -> bool:
     return key not in state.awaiting
 
 
+# The head of the reason of a decision whose reconciler raised (`attempt`).
+RECONCILER_ERROR: Final = "ReconcilerError"
+
+
+def attempt(state: State, reconciler: Reconciler, key: str) -> tuple[Decision | None, str | None]:
+    """One reconciler's decision on one key, and the traceback when it raised.
+
+    A reconciler that raises (a bug, or an object shaped as it did not foresee) costs that
+    key's decision, not the daemon, which would otherwise meet the same object again after
+    every restart. Its decision says so, without intents, as ``ReconcilerError: TYPE:
+    MESSAGE``: logged like any other reason, reproduced by `kbatchd replay --verify` (the code
+    is pure, so it raises again), shown by `--explain`. The key is decided again when
+    something it reads changes."""
+    try:
+        return reconciler.decide(state, key, state.now), None
+    except Exception as exc:
+        reason = " ".join(f"{RECONCILER_ERROR}: {type(exc).__name__}: {exc}".split())
+        return Decision(reason), traceback.format_exc()
+
+
 def decide(
     state: State, reconciler: Reconciler, key: str
 ) -> tuple[Decided | None, Decision | None]:
-    """Run one reconciler on one key. The decision event is None when there is nothing worth
-    logging: no intents and the same reason as last time."""
-    decision = reconciler.decide(state, key, state.now)
+    """Run one reconciler on one key (`attempt`). The decision event is None when there is
+    nothing worth logging: no intents and the same reason as last time."""
+    decision, _ = attempt(state, reconciler, key)
+    return _event(state, reconciler, key, decision), decision
+
+
+def _event(
+    state: State, reconciler: Reconciler, key: str, decision: Decision | None
+) -> Decided | None:
     if decision is None:
-        return None, None
+        return None
     previous = state.reasons.get(f"{reconciler.name} {key}")
     if not decision.intents and decision.reason == previous:
-        return None, decision
-    event = Decided(
+        return None
+    return Decided(
         at=state.now,
         reconciler=reconciler.name,
         key=key,
         reason=decision.reason,
         intents=decision.intents,
     )
-    return event, decision
 
 
 class Verdict(msgspec.Struct, frozen=True):
@@ -43,6 +70,8 @@ class Verdict(msgspec.Struct, frozen=True):
     decision: Decision
     # The event to log, None when the decision has nothing new to say.
     event: Decided | None
+    # The traceback when the reconciler raised (`attempt`), for the daemon's own log.
+    error: str | None = None
 
 
 def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> set[str]:
@@ -71,7 +100,8 @@ def decide_all(
         for reconciler in reconcilers:
             if kind not in reconciler.kinds:
                 continue
-            event, decision = decide(state, reconciler, key)
+            decision, error = attempt(state, reconciler, key)
             if decision is not None:
-                results.append(Verdict(key, decision, event))
+                event = _event(state, reconciler, key, decision)
+                results.append(Verdict(key, decision, event, error))
     return results

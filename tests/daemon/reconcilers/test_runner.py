@@ -330,3 +330,54 @@ def test_a_decision_without_intents_does_not_hold_its_key() -> None:
     assert verdict.event is not None
     fold(state, 2, verdict.event)
     assert decide_all(state, [waiter], [JOB]) == [Verdict(JOB, Decision("Waiting"), None)]
+
+
+# ---------------------------------------------------------------------------------------------
+# A reconciler that raises
+
+
+class Raising(Constant):
+    """A fake reconciler that raises `error` on `key` and answers `decision` elsewhere."""
+
+    def __init__(self, key: str, error: Exception, decision: Decision | None) -> None:
+        super().__init__("broken", frozenset({"Job"}), decision)
+        self._key = key
+        self._error = error
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None:
+        if key == self._key:
+            raise self._error
+        return super().decide(state, key, now)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        pytest.param(KeyError("minCount"), "ReconcilerError: KeyError: 'minCount'", id="key-error"),
+        pytest.param(
+            ValueError("line one\n  line two"),
+            "ReconcilerError: ValueError: line one line two",
+            id="message-on-one-line",
+        ),
+        pytest.param(ZeroDivisionError(), "ReconcilerError: ZeroDivisionError:", id="no-message"),
+    ],
+)
+def test_a_reconciler_that_raises_costs_its_key_a_decision_saying_so(
+    error: Exception, reason: str
+) -> None:
+    reconciler = Raising(JOB, error, Decision("Fine"))
+    state = state_at(700)
+    verdicts = decide_all(state, [reconciler], [JOB, JOB2])
+    assert [(v.key, v.decision, v.event) for v in verdicts] == [
+        (JOB, Decision(reason), Decided(at=700, reconciler="broken", key=JOB, reason=reason)),
+        (JOB2, Decision("Fine"), Decided(at=700, reconciler="broken", key=JOB2, reason="Fine")),
+    ]
+    failed, fine = verdicts
+    assert failed.error is not None
+    assert failed.error.startswith("Traceback")
+    assert type(error).__name__ in failed.error
+    assert fine.error is None
+    # Folded, the failure is the key's last reason: the same failure again is not logged twice,
+    # and `decide` (what --verify runs) reproduces it.
+    fold(state, 1, failed.event)  # type: ignore[arg-type]
+    assert decide(state, reconciler, JOB) == (None, Decision(reason))
