@@ -13,6 +13,7 @@ the file, ready for a CLI to print.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 import time
@@ -74,6 +75,10 @@ class SchemaTooNew(LogError):
 
 class SchemaTooOld(LogError):
     """The log needs migrating, which a read-only open may not do."""
+
+
+class LogInUse(LogError):
+    """Another open log, in this process or another, is writing the same file."""
 
 
 class CorruptLog(LogError):
@@ -201,8 +206,10 @@ class EventLog:
         writer (back-pressure).
         """
         name = os.fspath(path)
-        last_seq = await anyio.to_thread.run_sync(_prepare, name, readonly, migrations)
+        last_seq, lock = await anyio.to_thread.run_sync(_prepare, name, readonly, migrations)
         async with AsyncExitStack() as stack:
+            if lock is not None:
+                stack.callback(lock.release)  # released last, once both connections closed
             writer = None if readonly else await _connect(name, readonly=False)
             if writer is not None:
                 # Closed last (the stack unwinds in reverse): the last connection to close
@@ -475,16 +482,22 @@ class EventLog:
 # Opening
 
 
-def _prepare(name: str, readonly: bool, migrations: Sequence[Migration]) -> int:
+def _prepare(
+    name: str, readonly: bool, migrations: Sequence[Migration]
+) -> tuple[int, _WriterLock | None]:
     """Check that `name` is a usable log, create or migrate it (read-write only), and return
-    its newest seq. Runs in a worker thread with plain sqlite3. Nothing is written to a file
-    until it is known to be a kbatchd log (or a new, empty one)."""
+    its newest seq and, read-write, the writer's lock (`_WriterLock`). Runs in a worker
+    thread with plain sqlite3. Nothing is written to a file until it is known to be a
+    kbatchd log (or a new, empty one)."""
     _check_file(name, readonly)
     with _translate(name, "opening"):
         conn = _sqlite_connect(name, readonly)
+    lock: _WriterLock | None = None
     try:
         with _translate(name, "opening"):
             _check_identity(conn, name, readonly)
+            if not readonly:
+                lock = _WriterLock(name)
             version = schema_version(conn)
             known = migrations[-1].version
             if version > known:
@@ -510,9 +523,64 @@ def _prepare(name: str, readonly: bool, migrations: Sequence[Migration]) -> int:
             if missing:
                 raise NotALog(f"{name}: not a kbatchd log (no table {', '.join(sorted(missing))})")
             (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
-            return int(last_seq)
+            return int(last_seq), lock
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     finally:
         conn.close()
+
+
+class _WriterLock:
+    """The log's writer lock: `flock` on ``LOG-lock``, which holds the writer's pid while it
+    lasts. Two writers would each number their events from their own newest seq, and the
+    second's appends would collide with or interleave the first's. A sibling file rather than
+    the database itself, because closing any descriptor of the database would drop the locks
+    SQLite holds on it; removed on release, so that nothing is left beside a closed log
+    (`_acquire` checks that the file it locked is still the one the path names). A writer
+    killed leaves the file, and the kernel its lock. Readers take no lock."""
+
+    def __init__(self, name: str) -> None:
+        self.path = f"{name}-lock"
+        self._fd = self._acquire(name)
+
+    def _acquire(self, name: str) -> int:
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise LogError(
+                    f"{name}: cannot create its lock {self.path}: {exc.strerror}"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = (os.pread(fd, 32, 0).decode("ascii", "replace").split() or ["unknown"])[0]
+                os.close(fd)
+                raise LogInUse(
+                    f"{name}: in use by another writer (pid {holder}; lock {self.path})"
+                ) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                os.ftruncate(fd, 0)  # a killed writer's pid may be longer than ours
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                return fd
+            os.close(fd)  # released and removed by its holder after we opened it: again
+
+    def release(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(self._fd)
 
 
 def _check_file(name: str, readonly: bool) -> None:

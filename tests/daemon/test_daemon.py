@@ -271,6 +271,32 @@ async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_n
         assert logged == set(created)
 
 
+async def test_a_second_daemon_on_the_same_log_is_refused_and_the_first_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path)
+        log = tmp_path / "kbatchd.db"
+        async with running_daemon(config) as first:
+            async with spawn("daemon", "run", "--config", str(config)) as second:
+                assert await second.wait(within=30) == 2
+            assert second.stderr == [
+                f"kbatchd: {log}: in use by another writer (pid {first.process.pid}; "
+                f"lock {log}-lock)"
+            ], second.output()
+            sim.registry.create(PODS, "default", _pod("after"))
+
+            async def logged() -> bool:
+                return bool(_observed(await logged_events(log), "Pod", "after"))
+
+            await eventually(logged, what="the first daemon still logging")
+            first.send_signal(signal.SIGTERM)
+            assert await first.wait(within=10) == 0
+        events = await logged_events(log)
+        assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+
+
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
     faults = "drop-watch=0.3"
     async with simulated_cluster(tmp_path, "--faults", faults, "--seed", "3") as (_, kubeconfig):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import sys
 import textwrap
@@ -33,6 +34,7 @@ from events.store import (
     CorruptLog,
     EventLog,
     LogError,
+    LogInUse,
     NotALog,
     SchemaTooNew,
 )
@@ -698,3 +700,48 @@ async def test_a_new_log_has_large_pages_and_an_older_one_keeps_its_own(
     assert page_size(tmp_path / "old.db") == 4096
     async with EventLog.open(tmp_path / "old.db", readonly=True) as log:
         assert [e for _, e in [pair async for pair in log.read()]] == sample_events() * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# One writer
+
+
+async def test_a_second_writer_is_refused_naming_the_first_and_readers_are_not(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.db"
+    lock = tmp_path / "log.db-lock"
+    async with EventLog.open(path) as first:
+        await first.append(ticks(3))
+        assert lock.read_text() == f"{os.getpid()}\n"
+        with pytest.raises(LogInUse) as caught:
+            async with EventLog.open(path):
+                pass
+        assert str(caught.value) == (
+            f"{path}: in use by another writer (pid {os.getpid()}; lock {lock})"
+        )
+        async with EventLog.open(path, readonly=True) as reader:
+            assert reader.last_seq == 3
+        await first.append(ticks(1, start=4))  # the refused writer changed nothing
+    assert not lock.exists()  # released and removed with the log
+    async with EventLog.open(path) as again:
+        assert again.last_seq == 4
+
+
+async def test_a_lock_file_left_by_a_killed_writer_does_not_block(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    async with EventLog.open(path) as log:
+        await log.append(ticks(2))
+    (tmp_path / "log.db-lock").write_text("4194303\n")  # no process holds it
+    async with EventLog.open(path) as log:
+        assert (tmp_path / "log.db-lock").read_text() == f"{os.getpid()}\n"
+        assert log.last_seq == 2
+
+
+async def test_a_bad_file_gets_no_lock_file_beside_it(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a log\n")
+    with pytest.raises(NotALog):
+        async with EventLog.open(path):
+            pass
+    assert names(tmp_path) == ["notes.txt"]
