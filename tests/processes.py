@@ -70,6 +70,10 @@ class Child:
                 parsed.append(json.loads(line))
         return parsed
 
+    def lines(self, event: str) -> list[dict[str, Any]]:
+        """The JSON log lines of one event (``"event": EVENT``) written so far."""
+        return [line for line in self.logs() if line.get("event") == event]
+
     def output(self) -> str:
         return "\n".join([*self.stdout[-40:], "--- stderr ---", *self.stderr[-40:]])
 

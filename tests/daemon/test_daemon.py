@@ -42,6 +42,21 @@ def _pod(name: str) -> dict[str, object]:
     }
 
 
+def _unbound_pod(name: str) -> dict[str, object]:
+    """A pod left to another scheduler: one ADDED event, then nothing until it is deleted."""
+    pod = _pod(name)
+    pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+    return pod
+
+
+def _create_then_delete(sim: SimCluster, names: list[str]) -> None:
+    """Unbound pods created, then deleted: two events each, and a state back where it was."""
+    for name in names:
+        sim.registry.create(PODS, "default", _unbound_pod(name))
+    for name in names:
+        sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
+
+
 def _observed(events: list[tuple[int, object]], kind: str, name: str) -> list[Observed]:
     return [e for _, e in events if isinstance(e, Observed) and e.kind == kind and e.name == name]
 
@@ -63,7 +78,7 @@ async def test_daemon_logs_what_the_cluster_does_and_stops_on_sigterm(tmp_path: 
             await eventually(finished, what="pod hello Succeeded in the log")
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
-            assert any(line.get("event") == "stopped" for line in daemon.logs())
+            assert daemon.lines("stopped")
         events = await logged_events(log)
         phases = [getattr(e.obj, "phase", "") for e in _observed(events, "Pod", "hello")]
         assert phases[0] == "Pending"
@@ -82,9 +97,7 @@ async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> N
         async with kube_client(kubeconfig) as api:
             core = client.CoreV1Api(api)
             # Left to another scheduler, "kept" never changes: a relist must not re-log it.
-            unbound = _pod("kept")
-            unbound["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
-            await core.create_namespaced_pod("default", unbound)
+            await core.create_namespaced_pod("default", _unbound_pod("kept"))
             await core.create_namespaced_pod("default", _pod("removed"))
             async with running_daemon(config) as daemon:
                 daemon.send_signal(signal.SIGINT)
@@ -115,16 +128,10 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
         config = daemon_config(tmp_path, sim.kubeconfig_path, snapshot_every=1000, keep_snapshots=2)
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as daemon:
-
-            def saved() -> list[dict[str, object]]:
-                return [line for line in daemon.logs() if line.get("event") == "snapshot saved"]
-
             # 1,200 pods left to another scheduler: as many events as `snapshot_every`, but a
             # state of over 1,200 objects waits for two events per object.
             for i in range(1200):
-                pod = _pod(f"held-{i}")
-                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
-                sim.registry.create(PODS, "default", pod)
+                sim.registry.create(PODS, "default", _unbound_pod(f"held-{i}"))
 
             async def ticked_after_the_pods() -> bool:
                 events = await logged_events(log)
@@ -143,27 +150,21 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
             # Then waves of 600 pods created and deleted: 1,200 events a wave and a state back
             # to its nodes, one snapshot a wave.
             for wave in range(1, 5):
-                names = [f"w{wave}-{i}" for i in range(600)]
-                for name in names:
-                    pod = _pod(name)
-                    pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
-                    sim.registry.create(PODS, "default", pod)
-                for name in names:
-                    sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
+                _create_then_delete(sim, [f"w{wave}-{i}" for i in range(600)])
 
                 async def saved_wave(count: int = wave) -> bool:
-                    return len(saved()) >= count
+                    return len(daemon.lines("snapshot saved")) >= count
 
                 await eventually(saved_wave, what=f"snapshot {wave} saved")
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
-        lines = saved()
+        lines = daemon.lines("snapshot saved")
         assert [line["removed"] for line in lines] == [0, 0] + [1] * (len(lines) - 2)
         kept = snapshot_seqs(log)
         assert kept == [line["seq"] for line in lines[-2:]]
         last = len(await logged_events(log))
         async with running_daemon(config) as daemon:
-            replayed = next(line for line in daemon.logs() if line.get("event") == "log replayed")
+            (replayed,) = daemon.lines("log replayed")
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
         assert (replayed["seq"], replayed["folded"]) == (last, last - kept[-1])
@@ -172,12 +173,11 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
             db.execute("UPDATE snapshots SET body = x'c1c1c1' WHERE seq = ?", (kept[-1],))
         last = len(await logged_events(log))
         async with running_daemon(config) as daemon:
-            lines = daemon.logs()
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
-        unusable = [line for line in lines if line.get("event") == "snapshot unusable"]
+        unusable = daemon.lines("snapshot unusable")
         assert [(line["seq"], line["level"]) for line in unusable] == [(kept[-1], "warning")]
-        replayed = next(line for line in lines if line.get("event") == "log replayed")
+        (replayed,) = daemon.lines("log replayed")
         assert (replayed["seq"], replayed["folded"]) == (last, last - kept[0])
 
 
@@ -191,12 +191,7 @@ async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: 
             """`count` pods left to another scheduler created and deleted: 2 × `count` events,
             and a state back to its nodes."""
             names = [f"{prefix}-{i}" for i in range(count)]
-            for name in names:
-                pod = _pod(name)
-                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
-                sim.registry.create(PODS, "default", pod)
-            for name in names:
-                sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
+            _create_then_delete(sim, names)
 
             async def all_logged() -> bool:
                 events = await logged_events(log)
@@ -214,12 +209,12 @@ async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: 
             assert await daemon.wait(within=10) == 0
         assert snapshot_seqs(log) == []
         async with running_daemon(config) as daemon:
-            replayed = next(line for line in daemon.logs() if line.get("event") == "log replayed")
+            (replayed,) = daemon.lines("log replayed")
             assert int(replayed["folded"]) >= 700
             await churn("second", 200)
 
             async def saved() -> bool:
-                return any(line.get("event") == "snapshot saved" for line in daemon.logs())
+                return bool(daemon.lines("snapshot saved"))
 
             await eventually(saved, what="a snapshot saved in the second run")
             daemon.send_signal(signal.SIGTERM)
@@ -243,8 +238,7 @@ async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_n
             for i in range(20_000):
                 if daemon.process.returncode is not None:
                     break
-                pod = _pod(f"filler-{i}")
-                pod["spec"]["schedulerName"] = "elsewhere"  # type: ignore[index]
+                pod = _unbound_pod(f"filler-{i}")
                 pod["metadata"]["annotations"]["kbatchd.dev/filler"] = "x" * 400  # type: ignore[index]
                 sim.registry.create(PODS, "default", pod)
                 created.append(f"filler-{i}")
