@@ -20,7 +20,7 @@ not-admitted    NotAdmitted, NotEnoughMembers, BindingsInFlight (older logs), Wa
 finished        CompletionsReached, SuccessPolicy, BackoffLimitExceeded, DeadlineExceeded,
                 PodFailurePolicy, MaxFailedIndexesExceeded, FailedIndexes,
                 RequeuingLimitExceeded, FailJobSet, Finished, Complete(d), Failed
-started         CreatePods
+started         CreatePods, PodsReady
 suspended       Suspended
 backoff         BackOff, BackingOff
 other           anything else (Status, TrackPods, DeletePods, Waiting, ...)
@@ -80,6 +80,7 @@ _EXACT: Final = {
     "Completed": "finished",
     "Failed": "finished",
     "CreatePods": "started",
+    "PodsReady": "started",
     "Suspended": "suspended",
     "BackOff": "backoff",
     "BackingOff": "backoff",

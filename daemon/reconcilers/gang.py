@@ -163,6 +163,18 @@ def short_room(view: ClusterView, pods: Sequence[Pod], level: str | None) -> str
     return f"{NO_ROOM} {len(pods)} pod(s) request {amounts} {where}"
 
 
+def _admitted_reason(spec: GroupSpec, became_ready: str | None) -> str:
+    """An admitted group's reason, read from its conditions: a pass that finds nothing new
+    says what the decision that wrote them said, so it is not logged again (a no-intent
+    decision per admission, and one more count of the admissions metric, before this)."""
+    if became_ready is not None:
+        return f"{PODS_READY}: {became_ready}"
+    if spec.pods_ready is not None and spec.pods_ready.true:
+        return f"{PODS_READY}: {spec.pods_ready.message}"
+    message = spec.scheduled.message if spec.scheduled is not None else ""
+    return f"Admitted: {spec.namespace}/{spec.name}: {message}"
+
+
 def _floor_s(ms: int) -> int:
     """`ms` as a condition's lastTransitionTime will read back (whole seconds)."""
     return ms - ms % 1000
@@ -607,11 +619,13 @@ class GangReconciler:
         timing = self.ready_timeout_ms is not None and not (
             spec.pods_ready is not None and spec.pods_ready.true
         )
+        became_ready: str | None = None
         if timing and self.ready_timeout_ms is not None:
             ready = found.ready()
             deadline = since + self.ready_timeout_ms
             if ready >= spec.min_count:
-                step.condition(spec, PODS_READY, "True", STARTED, f"{ready} pod(s) ready")
+                became_ready = f"{ready} pod(s) ready"
+                step.condition(spec, PODS_READY, "True", STARTED, became_ready)
             elif step.now >= deadline:
                 self._evict(step, spec, found, ready)
                 return True
@@ -627,7 +641,7 @@ class GangReconciler:
             view.assume(slots)
             step.reason(f"Extended: {len(slots)} more member(s) bound")
             return False
-        step.reason("Admitted")
+        step.reason(_admitted_reason(spec, became_ready))
         return False
 
     def _evict(self, step: _Step, spec: GroupSpec, found: Members, ready: int) -> None:

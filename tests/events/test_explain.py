@@ -203,6 +203,7 @@ async def test_a_cluster_scoped_object(told: tuple[Path, Story]) -> None:
         ("PodsReadyTimeout: 1 of minCount 2 pod(s) ready 60s after admission", "restarted"),
         ("LeaderLost: leader gone; restarting the workload", "restarted"),
         ("CreatePods: creating 4 pod(s); 0 active of 4 wanted", "started"),
+        ("PodsReady: 4 pod(s) ready", "started"),
         ("BackOff: no new pods before 2026-01-01T00:00:00Z", "backoff"),
         ("BackoffLimitExceeded: Failed (Job has reached the specified backoff limit)", "finished"),
         ("Suspended: Job suspended", "suspended"),

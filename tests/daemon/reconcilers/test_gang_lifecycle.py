@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from daemon.reconcilers.gang import GangReconciler, backoff_ms
 from daemon.reconcilers.gangspec import EVICTIONS
+from daemon.reconcilers.runner import decide
 from events.intents import Patch
+from events.reasons import categorize
 from tests.daemon.reconcilers.gangs import (
     SECOND,
     T0,
@@ -88,6 +90,30 @@ def test_reaching_ready_once_ends_the_timer() -> None:
     assert later is not None
     assert later.intents == ()
     assert later.requeue_at is None
+
+
+def test_an_admission_logs_two_decisions_and_the_passes_between_them_none() -> None:
+    world = World(nodes())
+    world.add(podgroup("g", 4), *members("g", 4))
+    logged: list[str] = []
+
+    def run_as_the_daemon() -> None:
+        event, decision = decide(world.state, world.rec, key("g"))
+        if event is not None:
+            assert decision is not None
+            world.apply(decision, world.log(key("g"), decision))
+            logged.append(event.reason)
+
+    for _ in range(3):
+        run_as_the_daemon()
+    for i in range(4):
+        world.set_pod(f"g-0{i}", phase="Running", conditions={"Ready": "True"})
+    for _ in range(3):
+        run_as_the_daemon()
+    assert len(logged) == 2, logged
+    assert logged[0].startswith("Admitted: ns/g: 4 pod(s) bound to")
+    assert logged[1] == "PodsReady: 4 pod(s) ready"
+    assert [categorize(reason) for reason in logged] == ["admitted", "started"]
 
 
 def test_succeeded_members_count_as_ready() -> None:
