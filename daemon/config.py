@@ -98,6 +98,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     watch_timeout_seconds: tuple[int, int] = (300, 600)
     # No bytes on a watch for this long means a dead connection (bookmarks come every 60 s).
     watch_inactivity_seconds: Annotated[float, msgspec.Meta(gt=0)] = 70.0
+    # How long the daemon waits for every cluster's first list before it acts on the clusters
+    # that have listed (0: act as soon as one has); a cluster that lists later joins then.
+    cluster_sync_wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 60.0
     # How long SIGTERM waits for in-flight API calls before leaving them to the next start.
     drain_seconds: Annotated[float, msgspec.Meta(gt=0, le=9)] = 7.0
     # A key whose intents failed is decided again after a back-off that doubles from the first

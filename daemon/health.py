@@ -36,6 +36,8 @@ class Observed(Protocol):
 
     def is_synced(self) -> bool: ...
 
+    def unsynced_clusters(self) -> list[str]: ...
+
 
 class HealthServer:
     def __init__(self, daemon: Observed, metrics: Metrics, *, stale_after: float) -> None:
@@ -80,6 +82,8 @@ class HealthServer:
         daemon = self.daemon
         checks: dict[str, Any] = {
             "synced": daemon.is_synced(),
+            # Clusters not listed yet in this run: their objects are not decided meanwhile.
+            "unsynced_clusters": daemon.unsynced_clusters(),
             "log_writable": bool(daemon.appended_at)
             and time.monotonic() - daemon.appended_at < self.stale_after,
             "role": daemon.role,

@@ -93,7 +93,8 @@ async def _signals(daemon: Daemon, notifier: Notifier) -> None:
 
 
 async def _announce(daemon: Daemon, notifier: Notifier) -> None:
-    """READY=1 once every watch has listed, then watchdog pings and status changes.
+    """READY=1 once every watch has listed (or, past `cluster_sync_wait_seconds`, those of
+    the clusters that answer), then watchdog pings and status changes.
 
     The ping comes from this task, on the event loop, and only while the pump keeps
     turning (it does every tick at least): a wedged loop or a stuck pump stops the pings,
@@ -128,4 +129,7 @@ def _status(daemon: Daemon) -> str:
     role = {"leader": "acting", "standby": "standby (another holds the lease)"}.get(
         daemon.role, daemon.role
     )
+    unsynced = daemon.unsynced_clusters()
+    if unsynced:
+        return f"synced but for {', '.join(unsynced)}, {role}"
     return f"synced, {role}"

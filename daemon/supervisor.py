@@ -12,6 +12,10 @@ intents of earlier terms with no outcome are marked unconfirmed and every owned 
 decided afresh; when it ends, in-flight API calls are cancelled at once and what they leave
 without an outcome is marked unconfirmed (the next term decides again from the relisted
 truth, never repeating blindly).
+
+Acting begins once every cluster has listed, or after `cluster_sync_wait_seconds` with the
+clusters that have: one unreachable cluster does not hold up the others. Until a cluster has
+listed in this run its keys are not decided; when it does, it joins and they all are.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from opentelemetry.context import Context
 
 from daemon.config import Settings, kubeconfig_path
-from daemon.kube.actuator import Actuator
+from daemon.kube.actuator import RETRIABLE, Actuator
 from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
-from daemon.kube.ingest import Informer, now_ms
+from daemon.kube.ingest import Backoff, Informer, now_ms
 from daemon.kube.resources import RESOURCES
 from daemon.leader import Elector, default_identity
 from daemon.metrics import Metrics
@@ -101,9 +105,16 @@ class Daemon:
         first, cap = (int(s * 1000) for s in settings.daemon.retry_backoff_seconds)
         self._requeues = Requeues(first, cap)
         self._since_snapshot = 0
-        self._unsynced: set[str] = set()
+        self._clusters = tuple(c.name for c in settings.clusters)
         self._started_at = 0
-        self._unmanaged_jobs: set[str] = set()
+        self._began = time.monotonic()
+        # Per cluster: whether its API server keeps Job spec.managedBy (absent: not yet known).
+        self._jobs_managed: dict[str, bool] = {}
+        # The clusters whose keys are decided: synced in this run (listed, and asked about
+        # managedBy). Every cluster joins as it syncs; acting begins when all have, or after
+        # `cluster_sync_wait_seconds` with those that have (one unreachable cluster does not
+        # hold the others up).
+        self._acting_clusters: set[str] = set()
         self._stopped = anyio.Event()
         self.actuator: Actuator | None = None
         # Leadership. `leading` flips the moment the elector says so; `_term` counts the
@@ -145,11 +156,11 @@ class Daemon:
                 log.warning("snapshot unusable", seq=skipped.seq, error=skipped.reason)
             self.state = replayed.state
             self._started_at = self.state.seq
+            self._began = time.monotonic()
             # The events since the newest snapshot count towards the next one: a daemon
             # restarted before each run reached the interval would otherwise never save one,
             # and every start would fold a longer tail.
             self._since_snapshot = replayed.folded
-            self._unsynced = {f"{c.name}/{kind}" for c in settings.clusters for kind in RESOURCES}
             log.info("log replayed", log=settings.log, seq=self.state.seq, folded=replayed.folded)
             apis = {
                 c.name: await stack.enter_async_context(
@@ -157,7 +168,6 @@ class Daemon:
                 )
                 for c in settings.clusters
             }
-            self._unmanaged_jobs = await self._clusters_dropping_managed_by(apis)
             self.actuator = Actuator(
                 apis,
                 self.send,
@@ -182,41 +192,66 @@ class Daemon:
         log.info("stopped", seq=self.state.seq)
         return 0
 
-    async def _clusters_dropping_managed_by(self, apis: Mapping[str, KubeApi]) -> set[str]:
-        """Clusters whose API server drops Job spec.managedBy (JobManagedBy off): there the
-        built-in controller runs every Job, so kbatchd must not run them as well."""
+    async def _ask_managed_by(self, cluster: str, api: KubeApi) -> None:
+        """Whether `cluster`'s API server keeps Job spec.managedBy (JobManagedBy on); where it
+        drops it, the built-in controller runs every Job, so kbatchd must not run them as
+        well. Asked until answered: an unreachable cluster is asked again with back-off."""
         manager = self.settings.reconcilers.job.managed_by
-        refused: set[str] = set()
-        for cluster, api in apis.items():
+        backoff = Backoff(first=1.0, cap=30.0)
+        while True:
             try:
                 kept = await keeps_job_managed_by(api, manager)
-            except (ProbeError, OSError, TimeoutError, aiohttp.ClientError) as exc:
-                log.error(
-                    "cannot tell whether Job spec.managedBy is kept; not managing Jobs there",
-                    cluster=cluster,
-                    error=str(exc),
-                )
-                refused.add(cluster)
-                continue
-            if not kept:
-                log.error(
-                    "the API server drops Job spec.managedBy (feature JobManagedBy is off): "
-                    "its built-in Job controller runs every Job, so kbatchd will not manage "
-                    "Jobs on this cluster",
-                    cluster=cluster,
-                )
-                refused.add(cluster)
-        return refused
+            except ProbeError as exc:
+                if exc.status not in RETRIABLE:
+                    log.error(
+                        "cannot tell whether Job spec.managedBy is kept; not managing Jobs there",
+                        cluster=cluster,
+                        error=str(exc),
+                    )
+                    kept = False
+                    break
+                error: str = str(exc)
+            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+                error = str(exc) or type(exc).__name__
+            else:
+                if not kept:
+                    log.error(
+                        "the API server drops Job spec.managedBy (feature JobManagedBy is off): "
+                        "its built-in Job controller runs every Job, so kbatchd will not "
+                        "manage Jobs on this cluster",
+                        cluster=cluster,
+                    )
+                break
+            self.metrics.api_error(cluster, "probe", "connection")
+            delay = backoff.next_delay()
+            log.warning(
+                "cannot ask whether Job spec.managedBy is kept; asking again",
+                cluster=cluster,
+                error=error,
+                retry_in=round(delay, 2),
+            )
+            await anyio.sleep(delay)
+        self._jobs_managed[cluster] = kept
+        await self._tx.send([])  # the pump may let the cluster join now
 
     @property
     def refused_job_clusters(self) -> set[str]:
         """Clusters where kbatchd does not manage Jobs (their API server drops managedBy)."""
-        return set(self._unmanaged_jobs)
+        return {cluster for cluster, kept in self._jobs_managed.items() if not kept}
 
-    def _refused(self, key: str) -> bool:
-        if not self._unmanaged_jobs or not key.startswith("Job/"):
+    def unsynced_clusters(self) -> list[str]:
+        """Clusters whose keys are not decided yet: not listed in this run, or not answering."""
+        return [c for c in self._clusters if c not in self._acting_clusters]
+
+    def _decidable(self, key: str) -> bool:
+        """Whether the key's cluster has joined, and (for a Job) kbatchd runs Jobs there."""
+        parts = key.split("/", 2)
+        if len(parts) < 2:
+            return True
+        cluster = parts[1]
+        if cluster not in self._acting_clusters:
             return False
-        return key.split("/", 2)[1] in self._unmanaged_jobs
+        return parts[0] != "Job" or self._jobs_managed.get(cluster, False)
 
     # -- leadership ------------------------------------------------------------------------
 
@@ -295,6 +330,8 @@ class Daemon:
                             on_error=self._ingest_error,
                         )
                         tg.start_soon(informer.run)
+                for cluster, api in apis.items():
+                    tg.start_soon(self._ask_managed_by, cluster, api)
                 tg.start_soon(self._clock)
 
     def _ingest_error(self, cluster: str, code: int | str) -> None:
@@ -354,11 +391,12 @@ class Daemon:
                     batch.extend(more)
             trace = self.tracing.batch(now_ns()) if batch else None
             dirty = await self._append(event_log, batch, trace)
-            if batch and not self.synced.is_set() and self._listed_everything():
+            if not self.synced.is_set() and self._may_begin():
                 self.synced.set()
             if not synced_logged and self.synced.is_set():
                 synced_logged = True
                 log.info("synced", seq=self.state.seq)
+            dirty |= self._join_clusters()
             dirty |= await self._mark_terms(event_log)
             if batch or dirty:
                 await self._reconcile(event_log, dirty, trace)
@@ -388,10 +426,48 @@ class Daemon:
     def acting(self) -> bool:
         return self.leading and not self.stopping and self._acting_term == self._term > 0
 
-    def _listed_everything(self) -> bool:
-        """Whether this run's first list of every kind on every cluster is in the log."""
-        synced = self.state.synced
-        return all(synced.get(mark, 0) > self._started_at for mark in self._unsynced)
+    def _synced_clusters(self) -> set[str]:
+        """Clusters whose first list of every kind in this run is in the log, and which have
+        answered whether they keep Job spec.managedBy."""
+        synced, started = self.state.synced, self._started_at
+        return {
+            cluster
+            for cluster in self._clusters
+            if cluster in self._jobs_managed
+            and all(synced.get(f"{cluster}/{kind}", 0) > started for kind in RESOURCES)
+        }
+
+    def _may_begin(self) -> bool:
+        """Every cluster synced; or some, once `cluster_sync_wait_seconds` have passed."""
+        synced = self._synced_clusters()
+        if len(synced) == len(self._clusters):
+            return True
+        waited = time.monotonic() - self._began
+        return bool(synced) and waited >= self.settings.daemon.cluster_sync_wait_seconds
+
+    def _join_clusters(self) -> set[str]:
+        """Clusters synced since the last turn join the acting. Returns the keys to decide:
+        none for the first (the term's beginning decides every key), every key of a
+        cluster joining later (its objects were not decided while it could not be read)."""
+        if not self.synced.is_set() or len(self._acting_clusters) == len(self._clusters):
+            return set()
+        joining = self._synced_clusters() - self._acting_clusters
+        if not joining:
+            return set()
+        first = not self._acting_clusters
+        self._acting_clusters |= joining
+        if first:
+            missing = self.unsynced_clusters()
+            if missing:
+                log.warning(
+                    "acting without the clusters not synced yet; each joins when it syncs",
+                    clusters=missing,
+                    waited_seconds=round(time.monotonic() - self._began, 1),
+                )
+            return set()
+        for cluster in sorted(joining):
+            log.info("cluster synced", cluster=cluster, seq=self.state.seq)
+        return {key for key in self._startup_keys() if key.split("/", 2)[1] in joining}
 
     async def _append(
         self, event_log: EventLog, events: list[Event], trace: BatchTrace | None = None
@@ -474,7 +550,7 @@ class Daemon:
         term = self._term
         now = self.state.now
         dirty.update(self._requeues.due(now))
-        keys = {key for key in self._requeues.ready(dirty, now) if not self._refused(key)}
+        keys = {key for key in self._requeues.ready(dirty, now) if self._decidable(key)}
         began, started = now_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)

@@ -45,10 +45,13 @@ async def keeps_job_managed_by(api: KubeApi, manager: str, namespace: str = "def
     if not response.ok:
         raise ProbeError(
             f"cluster {api.cluster}: cannot ask whether Job spec.managedBy is supported: "
-            f"HTTP {response.status}: {response.status_message()}"
+            f"HTTP {response.status}: {response.status_message()}",
+            response.status,
         )
     return msgspec.json.decode(response.body, type=_Job).spec.get("managedBy") == manager
 
 
 class ProbeError(Exception):
-    pass
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status

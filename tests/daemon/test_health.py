@@ -35,9 +35,13 @@ class FakeDaemon:
         self.pumped_at = time.monotonic()
         self.appended_at = 0.0
         self.synced = False
+        self.unsynced: list[str] = []
 
     def is_synced(self) -> bool:
         return self.synced
+
+    def unsynced_clusters(self) -> list[str]:
+        return self.unsynced
 
 
 @asynccontextmanager
@@ -70,8 +74,18 @@ async def test_ready_only_when_synced_writing_and_knowing_its_role() -> None:
             status, body = await _get(session, f"{url}/readyz")
             assert (status, body) == (
                 200,
-                {"synced": True, "log_writable": True, "role": role, "ready": True},
+                {
+                    "synced": True,
+                    "unsynced_clusters": [],
+                    "log_writable": True,
+                    "role": role,
+                    "ready": True,
+                },
             )
+        # Acting on the clusters that listed while another does not answer: ready, and says so.
+        daemon.unsynced = ["far-away"]
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["unsynced_clusters"]) == (200, ["far-away"])
         daemon.appended_at = time.monotonic() - 60
         status, body = await _get(session, f"{url}/readyz")
         assert (status, body["log_writable"]) == (503, False)

@@ -1,0 +1,85 @@
+"""One cluster that does not answer holds up nobody: after `cluster_sync_wait_seconds` the
+daemon acts on the clusters that have listed, and the missing one joins when it comes up."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from daemon.config import Cluster, Daemon
+from daemon.sim import kubeconfig
+from daemon.sim.cluster import SimCluster
+from daemon.sim.resources import JOBS
+from tests.daemon.embedded import embedded, job, settings_for
+from tests.processes import eventually
+
+pytestmark = pytest.mark.anyio
+
+TOPOLOGY = "blocks=1,racks=1,hosts=1,gpus=8"
+TOKEN = "far-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there until the far cluster starts
+    far_config = kubeconfig.write(
+        tmp_path / "far.kubeconfig", [("far", f"http://127.0.0.1:{port}")], TOKEN
+    )
+    async with SimCluster.start(topology=TOPOLOGY, seed=3) as near:
+        settings = settings_for(
+            near,
+            tmp_path / "kbatchd.db",
+            clusters=[
+                Cluster(name="sim-0", kubeconfig=str(near.kubeconfig_path)),
+                Cluster(name="far", kubeconfig=str(far_config)),
+            ],
+            daemon=Daemon(
+                tick_seconds=0.1, watch_inactivity_seconds=10, cluster_sync_wait_seconds=1
+            ),
+        )
+        async with embedded(settings) as daemon:
+            assert daemon.unsynced_clusters() == ["far"]
+            near.registry.create(JOBS, "default", job("near-job", run_seconds=0.2))
+
+            async def near_job_done() -> bool:
+                found = daemon.state.jobs.get("sim-0/default/near-job")
+                return found is not None and any(
+                    c.get("type") == "Complete" and c.get("status") == "True"
+                    for c in found.status.get("conditions") or ()
+                )
+
+            await eventually(near_job_done, what="the reachable cluster's Job completed")
+            assert daemon.unsynced_clusters() == ["far"], "still not answering"
+
+            async with SimCluster.start(
+                topology=TOPOLOGY,
+                seed=4,
+                port=port,
+                token=TOKEN,
+                name="far",
+                kubeconfig_path=tmp_path / "far-again.kubeconfig",
+            ) as far:
+                far.registry.create(JOBS, "default", job("far-job", run_seconds=0.2))
+
+                async def far_joined_and_acted() -> bool:
+                    found = daemon.state.jobs.get("far/default/far-job")
+                    return (
+                        not daemon.unsynced_clusters()
+                        and found is not None
+                        and any(
+                            c.get("type") == "Complete" and c.get("status") == "True"
+                            for c in found.status.get("conditions") or ()
+                        )
+                    )
+
+                await eventually(
+                    far_joined_and_acted, within=60, what="the far cluster joined and its Job ran"
+                )
