@@ -115,6 +115,8 @@ class Daemon:
         # `cluster_sync_wait_seconds` with those that have (one unreachable cluster does not
         # hold the others up).
         self._acting_clusters: set[str] = set()
+        # Queue key -> the last error of releasing from it that was logged.
+        self._queue_errors: dict[str, str] = {}
         self._stopped = anyio.Event()
         self.actuator: Actuator | None = None
         # Leadership. `leading` flips the moment the elector says so; `_term` counts the
@@ -558,11 +560,22 @@ class Daemon:
         for verdict in verdicts:
             if verdict.decision.requeue_at is not None:
                 self._requeues.schedule(verdict.decision.requeue_at, verdict.key)
-            if verdict.error is not None and verdict.event is not None:
+            if verdict.error is None:
+                continue
+            if verdict.event is not None:
                 # Once per new failure (an unchanged one is not logged again as a decision).
                 log.error(
                     "reconciler failed",
                     reconciler=verdict.event.reconciler,
+                    key=verdict.key,
+                    reason=verdict.decision.reason,
+                    traceback=verdict.error,
+                )
+            elif verdict.queue and self._queue_errors.get(verdict.key) != verdict.decision.reason:
+                # Releasing from a queue failed (no decision to log): once per new failure.
+                self._queue_errors[verdict.key] = verdict.decision.reason
+                log.error(
+                    "reconciler failed releasing from a queue",
                     key=verdict.key,
                     reason=verdict.decision.reason,
                     traceback=verdict.error,

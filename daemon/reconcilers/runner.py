@@ -35,8 +35,11 @@ def attempt(state: State, reconciler: Reconciler, key: str) -> tuple[Decision | 
     try:
         return reconciler.decide(state, key, state.now), None
     except Exception as exc:
-        reason = " ".join(f"{RECONCILER_ERROR}: {type(exc).__name__}: {exc}".split())
-        return Decision(reason), traceback.format_exc()
+        return Decision(_error_reason(exc)), traceback.format_exc()
+
+
+def _error_reason(exc: Exception) -> str:
+    return " ".join(f"{RECONCILER_ERROR}: {type(exc).__name__}: {exc}".split())
 
 
 def decide(
@@ -72,19 +75,35 @@ class Verdict(msgspec.Struct, frozen=True):
     event: Decided | None
     # The traceback when the reconciler raised (`attempt`), for the daemon's own log.
     error: str | None = None
+    # The key is a queue whose reconciler raised releasing from it (`released`).
+    queue: bool = False
 
 
-def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> set[str]:
+class Released(msgspec.Struct, frozen=True):
+    keys: set[str]
+    # A queue whose reconciler raised releasing from it: the queue key, its error reason (as
+    # `attempt` words it) and the traceback. Its waiting keys are not decided in this pass.
+    failed: list[Verdict]
+
+
+def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> Released:
     """`keys` with every queue key replaced by the keys its reconciler releases from it."""
     found = set(keys)
+    failed: list[Verdict] = []
     for reconciler in reconcilers:
         if not isinstance(reconciler, Queueing):
             continue
         queues = reconciler.queues
         for queue in [k for k in found if k.split("/", 1)[0] in queues]:
             found.discard(queue)
-            found.update(reconciler.release(state, queue))
-    return found
+            try:
+                found.update(reconciler.release(state, queue))
+            except Exception as exc:
+                # As in `attempt`: a bug here costs the queue this pass, not the daemon. Not
+                # a decision (a queue is no object), so not logged as one; the daemon logs it.
+                reason, trace = _error_reason(exc), traceback.format_exc()
+                failed.append(Verdict(queue, Decision(reason), None, trace, queue=True))
+    return Released(found, failed)
 
 
 def decide_all(
@@ -92,8 +111,9 @@ def decide_all(
 ) -> list[Verdict]:
     """Every reconciler that handles a key's kind, over every key that may be decided, in a
     stable order (sorted keys, reconcilers in the order given)."""
-    results: list[Verdict] = []
-    for key in sorted(released(state, reconcilers, keys)):
+    release = released(state, reconcilers, keys)
+    results: list[Verdict] = list(release.failed)
+    for key in sorted(release.keys):
         if not may_decide(state, key):
             continue
         kind = key.split("/", 1)[0]

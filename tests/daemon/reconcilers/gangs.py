@@ -180,7 +180,7 @@ class World:
         self.dirty |= dirty
         # What the runner would decide: a cluster's gang queue stands for the waiting groups
         # it releases.
-        return released(self.state, [self.rec], dirty)
+        return released(self.state, [self.rec], dirty).keys
 
     def add(self, *objects: SlimObject) -> None:
         for obj in objects:

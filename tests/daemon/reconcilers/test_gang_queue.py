@@ -114,8 +114,8 @@ def test_a_pod_finishing_marks_the_queue_and_the_runner_releases_from_it() -> No
     world.observe(msgspec.structs.replace(world.pod("taken"), phase="Succeeded", rv="2"))
     dirty = world.dirty
     assert QUEUE_KEY in dirty
-    assert key("a") in released(world.state, [REC], dirty)
-    assert QUEUE_KEY not in released(world.state, [REC], dirty)
+    assert key("a") in released(world.state, [REC], dirty).keys
+    assert QUEUE_KEY not in released(world.state, [REC], dirty).keys
 
 
 def test_a_cluster_without_waiting_groups_marks_no_queue() -> None:
@@ -145,7 +145,7 @@ def test_a_waiting_group_remembered_between_passes_is_read_again_once_it_changes
     change: str, expected: list[str]
 ) -> None:
     world = waiting_world(2, [("a", 2, 0)])
-    assert released(world.state, [world.rec], {QUEUE_KEY}) == {key("a")}
+    assert released(world.state, [world.rec], {QUEUE_KEY}).keys == {key("a")}
     if change == "member added":
         world.add(*members("a", 3)[2:])
     elif change == "member resized":
@@ -155,4 +155,4 @@ def test_a_waiting_group_remembered_between_passes_is_read_again_once_it_changes
         world.observe(msgspec.structs.replace(group, rv="2"))
     elif change == "member removed":
         world.remove(members("a", 2)[1])
-    assert released(world.state, [world.rec], {QUEUE_KEY}) == {key(n) for n in expected}
+    assert released(world.state, [world.rec], {QUEUE_KEY}).keys == {key(n) for n in expected}

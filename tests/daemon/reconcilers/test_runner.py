@@ -381,3 +381,40 @@ def test_a_reconciler_that_raises_costs_its_key_a_decision_saying_so(
     # and `decide` (what --verify runs) reproduces it.
     fold(state, 1, failed.event)  # type: ignore[arg-type]
     assert decide(state, reconciler, JOB) == (None, Decision(reason))
+
+
+class RaisingQueue(Constant):
+    """A fake queueing reconciler whose `release` raises on one queue and releases `JOB2`
+    from any other."""
+
+    def __init__(self, broken: str) -> None:
+        super().__init__("queued", frozenset({"Job"}), Decision("Fine"))
+        self._broken = broken
+
+    @property
+    def queues(self) -> frozenset[str]:
+        return frozenset({"Queue"})
+
+    def release(self, state: State, queue: str) -> list[str]:
+        if queue == self._broken:
+            raise LookupError("no such queue")
+        return [JOB2]
+
+
+def test_a_queue_whose_release_raises_costs_that_queue_this_pass() -> None:
+    reconciler = RaisingQueue("Queue/c1")
+    state = state_at(700)
+    verdicts = decide_all(state, [reconciler], ["Queue/c1", "Queue/c2", JOB])
+    failed, *decided = verdicts
+    assert (failed.key, failed.decision, failed.event, failed.queue) == (
+        "Queue/c1",
+        Decision("ReconcilerError: LookupError: no such queue"),
+        None,
+        True,
+    )
+    assert failed.error is not None
+    assert "LookupError" in failed.error
+    assert [(v.key, v.decision.reason, v.queue) for v in decided] == [
+        (JOB, "Fine", False),
+        (JOB2, "Fine", False),
+    ]
