@@ -219,6 +219,7 @@ async def _replay_mode(args: argparse.Namespace) -> int:
     if args.verify:
         return await _verify(args)
     async with open_for_replay(args.log, note=_note) as log:
+        await _note_until_past_end(log, args)
         if args.explain:
             return await _explain(log, args)
         if args.timeline:
@@ -309,12 +310,23 @@ def _note(text: str) -> None:
     print(f"kbatchd: note: {text}", file=sys.stderr)
 
 
+async def _note_until_past_end(log: EventLog, args: argparse.Namespace) -> None:
+    """A `--until` beyond the newest event is most likely a seq from another log (or a
+    typo): say so instead of quietly replaying to the end."""
+    if args.until is None:
+        return
+    last = await log.count()
+    if args.until > last:
+        _note(f"{args.log}: --until {args.until} is past the log's end (seq {last}); to the end")
+
+
 async def _verify(args: argparse.Namespace) -> int:
     from daemon import wiring
     from daemon.verify import verify
 
     settings = config.load(args.config)
     async with open_for_replay(args.log, note=_note) as log:
+        await _note_until_past_end(log, args)
         result = await verify(
             log,
             wiring.reconcilers(settings),

@@ -89,6 +89,23 @@ def test_json_summary_until_a_seq_before_the_snapshot(
     assert all(free >= 0 for free in leaf_free.values())
 
 
+@pytest.mark.parametrize(
+    ("until", "noted"),
+    [
+        pytest.param(str(EVENTS), False, id="the-last-seq"),
+        pytest.param(str(EVENTS + 1), True, id="past-the-end"),
+    ],
+)
+def test_an_until_past_the_end_is_noted(
+    log_file: Path, capsys: pytest.CaptureFixture[str], until: str, noted: bool
+) -> None:
+    assert main(["replay", str(log_file), "--until", until, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["seq"] == EVENTS
+    expected = f"kbatchd: note: {log_file}: --until {until} is past the log's end (seq {EVENTS}"
+    assert (expected in captured.err) is noted, captured.err
+
+
 def test_show_prints_the_object_and_its_history(
     log_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
