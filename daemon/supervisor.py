@@ -552,7 +552,11 @@ class Daemon:
         term = self._term
         now = self.state.now
         dirty.update(self._requeues.due(now))
-        keys = {key for key in self._requeues.ready(dirty, now) if self._decidable(key)}
+        ready = self._requeues.ready(dirty, now)
+        if len(self._acting_clusters) == len(self._clusters) and all(self._jobs_managed.values()):
+            keys = ready  # every cluster in, Jobs run everywhere: no key to look at
+        else:
+            keys = {key for key in ready if self._decidable(key)}
         began, started = now_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
