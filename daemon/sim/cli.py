@@ -104,8 +104,9 @@ def main(argv: list[str]) -> int:
     try:
         eventloop.run(serve, args)
     except OSError as exc:
+        # A taken port or an unwritable kubeconfig path: input to fix, as bad arguments are.
         print(f"kbatchd sim: cannot serve: {exc}", file=sys.stderr)
-        return 1
+        return 2
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,17 @@ def test_bad_arguments(
     for word in words:
         assert word in err
     assert not (tmp_path / "kc").exists()
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["--kubeconfig", str(tmp_path / "kc"), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kbatchd sim: cannot serve: ")
+    assert "address already in use" in err
+    assert err.count("\n") == 1
