@@ -108,6 +108,19 @@ JOB_STATUS: Final[dict[str, Shape]] = {
     "uncountedTerminatedPods": {"succeeded": [str], "failed": [str]},
 }
 
+# scheduling.k8s.io/v1alpha2 (Kubernetes 1.36): what a PodGroup and a Workload's pod group
+# templates share.
+SCHEDULING_POLICY: Final[dict[str, Shape]] = {"basic": dict, "gang": {"minCount": int}}
+SCHEDULING_CONSTRAINTS: Final[dict[str, Shape]] = {"topology": [{"key": str}]}
+POD_GROUP_SPEC: Final[dict[str, Shape]] = {
+    "podGroupTemplateRef": {"workload": {"workloadName": str, "podGroupTemplateName": str}},
+    "schedulingPolicy": SCHEDULING_POLICY,
+    "schedulingConstraints": SCHEDULING_CONSTRAINTS,
+    "disruptionMode": str,
+    "priorityClassName": str,
+    "priority": int,
+}
+
 _BY_KIND: Final[dict[str, dict[str, Shape]]] = {
     "Pod": {
         "spec": POD_SPEC,
@@ -147,6 +160,22 @@ _BY_KIND: Final[dict[str, dict[str, Shape]]] = {
     },
     "Namespace": {"spec": {"finalizers": [str]}, "status": {"phase": str}},
     "PriorityClass": {"value": int, "globalDefault": bool, "preemptionPolicy": str},
+    "PodGroup": {"spec": POD_GROUP_SPEC, "status": {"conditions": CONDITIONS}},
+    "Workload": {
+        "spec": {
+            "podGroupTemplates": [
+                {
+                    "name": str,
+                    "schedulingPolicy": SCHEDULING_POLICY,
+                    "schedulingConstraints": SCHEDULING_CONSTRAINTS,
+                    "disruptionMode": str,
+                    "priorityClassName": str,
+                    "priority": int,
+                }
+            ]
+        },
+        "status": dict,
+    },
 }
 _GENERIC: Final[dict[str, Shape]] = {"spec": dict, "status": dict}
 

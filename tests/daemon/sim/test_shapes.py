@@ -59,3 +59,35 @@ def test_a_status_alone_is_checked_like_the_status_of_an_object() -> None:
     assert str(alone.value) == str(whole.value)
     assert str(alone.value).endswith("Pod.status.conditions[0].status of type string")
     shapes.check_status("Pod", "v1", {"phase": "Running", "conditions": []})
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "tail"),
+    [
+        (
+            "PodGroup",
+            {"spec": {"schedulingPolicy": {"gang": {"minCount": "4"}}}},
+            "string into Go struct field PodGroup.spec.schedulingPolicy.gang.minCount of type "
+            "int32",
+        ),
+        (
+            "PodGroup",
+            {"spec": {"schedulingConstraints": {"topology": [{"key": 7}]}}},
+            "number into Go struct field PodGroup.spec.schedulingConstraints.topology[0].key of "
+            "type string",
+        ),
+        (
+            "Workload",
+            {"spec": {"podGroupTemplates": [{"name": "w", "schedulingPolicy": {"gang": 2}}]}},
+            "number into Go struct field Workload.spec.podGroupTemplates[0].schedulingPolicy.gang "
+            "of type struct",
+        ),
+    ],
+)
+def test_scheduling_objects_are_typed_as_the_server_decodes_them(
+    kind: str, obj: Any, tail: str
+) -> None:
+    with pytest.raises(ApiError) as err:
+        shapes.check(kind, "v1alpha2", obj)
+    assert err.value.code == 400
+    assert str(err.value).endswith("cannot unmarshal " + tail)
