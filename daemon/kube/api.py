@@ -236,10 +236,11 @@ class KubeApi:
         *,
         connect_timeout: float,
         read_timeout: float,
-    ) -> AsyncIterator[bytes]:
-        """The lines of a streaming response (a watch). A non-2xx answer raises `WatchHttpError`
-        with the response; no bytes for `read_timeout` raises a timeout (the inactivity
-        deadline: the server sends bookmarks well within it)."""
+    ) -> AsyncIterator[list[bytes]]:
+        """The lines of a streaming response (a watch), in lists: the complete lines of each
+        read, so that a burst of events is handled (and handed on) as one. A non-2xx answer
+        raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
+        timeout (the inactivity deadline: the server sends bookmarks well within it)."""
         timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)
         async with self._send("GET", path, query=query, request_timeout=timeout) as response:
             if not 200 <= response.status < 300:
@@ -248,11 +249,11 @@ class KubeApi:
             async for chunk in response.content.iter_any():
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield line
+                complete = [line for line in lines if line.strip()]
+                if complete:
+                    yield complete
             if pending.strip():
-                yield pending
+                yield [pending]
 
 
 class WatchHttpError(Exception):

@@ -242,44 +242,63 @@ class Informer:
             connect_timeout=10.0,
             read_timeout=self.read_timeout,
         )
-        kind = self.resource.kind
-        async for line in stream:
-            # Most lines decode in one pass (a pod's envelope and object together, a fifth
-            # cheaper than two); the others go the general way.
-            decoded = decode_watch_line(kind, line)
-            if decoded is not None and decoded[0] != "ERROR":
-                type_, obj = decoded
-                if type_ == "BOOKMARK":
-                    self.resource_version = obj.rv
-                    continue
-            else:
-                event = _WATCH.decode(line)
-                type_ = event.type
-                if type_ == "BOOKMARK":
-                    self.resource_version = _OBJECT.decode(event.object).metadata.resource_version
-                    continue
-                if type_ == "ERROR":
-                    status = _OBJECT.decode(event.object)
-                    if status.code == 410:
-                        raise Expired(status.message)
-                    raise WatchHttpError(Response(status.code or 500, bytes(event.object)))
-                found = self._decode(event.object)
-                if found is None:
-                    continue
-                obj = found
-            change = _CHANGES.get(type_)
-            if change is None:
-                log.warning("unknown watch event type", type=type_, **self._context())
-                continue
-            key = f"{obj.namespace}/{obj.name}"
-            if change == "DELETED":
-                self.known.pop(key, None)
-            else:
-                self.known[key] = obj
-            self.resource_version = obj.rv
-            await self.send(
-                [Observed(at=now_ms(), cluster=self.api.cluster, change=change, obj=obj)]
-            )
+        kind, cluster = self.resource.kind, self.api.cluster
+        async for lines in stream:
+            events: list[Event] = []
+            at = now_ms()
+            for line in lines:
+                try:
+                    observed = self._observed(kind, line)
+                except Exception:
+                    # An ERROR line (an expired watch) after events of the same read: those
+                    # are in the cache already, so they must reach the log before a relist.
+                    if events:
+                        await self.send(events)
+                    raise
+                if observed is not None:
+                    change, obj = observed
+                    events.append(Observed(at=at, cluster=cluster, change=change, obj=obj))
+            if events:
+                # One hand-over per read: a burst of events costs the pump one item.
+                await self.send(events)
+
+    def _observed(self, kind: str, line: bytes) -> tuple[Change, SlimObject] | None:
+        """One watch line: the change and object to log (the informer's cache and
+        resourceVersion updated), or None for a bookmark or an object skipped."""
+        # Most lines decode in one pass (a pod's envelope and object together, a fifth
+        # cheaper than two); the others go the general way.
+        decoded = decode_watch_line(kind, line)
+        if decoded is not None and decoded[0] != "ERROR":
+            type_, obj = decoded
+            if type_ == "BOOKMARK":
+                self.resource_version = obj.rv
+                return None
+        else:
+            event = _WATCH.decode(line)
+            type_ = event.type
+            if type_ == "BOOKMARK":
+                self.resource_version = _OBJECT.decode(event.object).metadata.resource_version
+                return None
+            if type_ == "ERROR":
+                status = _OBJECT.decode(event.object)
+                if status.code == 410:
+                    raise Expired(status.message)
+                raise WatchHttpError(Response(status.code or 500, bytes(event.object)))
+            found = self._decode(event.object)
+            if found is None:
+                return None
+            obj = found
+        change = _CHANGES.get(type_)
+        if change is None:
+            log.warning("unknown watch event type", type=type_, **self._context())
+            return None
+        key = f"{obj.namespace}/{obj.name}"
+        if change == "DELETED":
+            self.known.pop(key, None)
+        else:
+            self.known[key] = obj
+        self.resource_version = obj.rv
+        return change, obj
 
     def _decode(self, raw: bytes) -> SlimObject | None:
         try:

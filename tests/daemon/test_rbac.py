@@ -186,7 +186,7 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Access, Any]]:
 
     def recording_stream(
         self: kube_api.KubeApi, path: str, query: Mapping[str, Any], **kw: Any
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[list[bytes]]:
         calls.append((access_of("GET", path, query), None))
         return stream(self, path, query, **kw)
 

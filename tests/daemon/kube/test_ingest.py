@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from daemon.kube.ingest import Expired, Informer
@@ -160,3 +161,53 @@ async def test_known_objects_from_the_log_are_not_re_added(sim: SimCluster, api:
     second = Sink()
     await _informer(api, second, known).relist()
     assert second.changes() == []
+
+
+class ScriptedApi:
+    """A watch whose reads are given: each a list of lines, as `KubeApi.stream_lines` yields."""
+
+    cluster = "c"
+
+    def __init__(self, reads: list[list[bytes]]) -> None:
+        self.reads = reads
+
+    async def stream_lines(self, path: str, query: Any, **_: Any) -> Any:
+        for read in self.reads:
+            yield read
+
+
+def _line(type_: str, name: str, rv: str) -> bytes:
+    obj = {"kind": "Pod", "metadata": {"name": name, "namespace": "default", "resourceVersion": rv}}
+    return msgspec.json.encode({"type": type_, "object": obj})
+
+
+EXPIRED = msgspec.json.encode(
+    {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+)
+
+
+async def test_a_read_of_several_events_is_handed_on_at_once() -> None:
+    sink = Sink()
+    sends: list[int] = []
+
+    async def counting(events: list[Event]) -> None:
+        sends.append(len(events))
+        await sink.send(events)
+
+    reads = [[_line("ADDED", "a", "2"), _line("ADDED", "b", "3"), _line("MODIFIED", "a", "4")]]
+    informer = Informer(ScriptedApi(reads), RESOURCES["Pod"], counting, {}, read_timeout=5)  # type: ignore[arg-type]
+    await informer.watch()
+    assert sends == [3]
+    assert sink.changes() == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
+    assert informer.resource_version == "4"
+
+
+async def test_events_read_with_an_expiry_reach_the_log_before_it_is_raised() -> None:
+    sink = Sink()
+    reads = [[_line("ADDED", "a", "2"), _line("MODIFIED", "a", "3"), EXPIRED]]
+    informer = Informer(ScriptedApi(reads), RESOURCES["Pod"], sink.send, {}, read_timeout=5)  # type: ignore[arg-type]
+    with pytest.raises(Expired):
+        await informer.watch()
+    # Cached and logged alike: the relist that follows computes its deltas from the cache.
+    assert sink.changes() == [("ADDED", "a"), ("MODIFIED", "a")]
+    assert informer.known["default/a"].rv == "3"
