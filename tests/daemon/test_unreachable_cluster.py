@@ -1,14 +1,19 @@
 """One cluster that does not answer holds up nobody: after `cluster_sync_wait_seconds` the
-daemon acts on the clusters that have listed, and the missing one joins when it comes up."""
+daemon acts on the clusters that have listed, and the missing one joins when it comes up. A
+cluster joins once it has also answered whether it keeps Job spec.managedBy, asked again
+after a transient error."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from daemon import supervisor
 from daemon.config import Cluster, Daemon
+from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
 from daemon.sim import kubeconfig
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS
@@ -83,3 +88,31 @@ async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: P
                 await eventually(
                     far_joined_and_acted, within=60, what="the far cluster joined and its Job ran"
                 )
+
+
+@pytest.mark.parametrize(
+    ("status", "asked", "refused"),
+    [
+        pytest.param(503, 3, set(), id="unavailable-asked-again"),
+        pytest.param(403, 1, {"sim-0"}, id="forbidden-refused"),
+    ],
+)
+async def test_the_managed_by_question_is_asked_again_only_after_a_transient_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, asked: int, refused: set[str]
+) -> None:
+    calls: list[int] = []
+
+    async def flaky(api: Any, manager: str, namespace: str = "default") -> bool:
+        calls.append(status)
+        if len(calls) < 3:
+            raise ProbeError(f"HTTP {status}", status)
+        return await keeps_job_managed_by(api, manager, namespace)
+
+    monkeypatch.setattr(supervisor, "keeps_job_managed_by", flaky)
+    async with (
+        SimCluster.start(topology=TOPOLOGY, seed=5) as sim,
+        embedded(settings_for(sim, tmp_path / "kbatchd.db")) as daemon,
+    ):
+        assert daemon.refused_job_clusters == refused
+        assert len(calls) == asked
+        assert daemon.unsynced_clusters() == []
