@@ -200,6 +200,7 @@ class Daemon:
         well. Asked until answered: an unreachable cluster is asked again with back-off."""
         manager = self.settings.reconcilers.job.managed_by
         backoff = Backoff(first=1.0, cap=30.0)
+        code: int | str
         while True:
             try:
                 kept = await keeps_job_managed_by(api, manager)
@@ -212,9 +213,9 @@ class Daemon:
                     )
                     kept = False
                     break
-                error: str = str(exc)
+                error, code = str(exc), exc.status
             except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-                error = str(exc) or type(exc).__name__
+                error, code = str(exc) or type(exc).__name__, "connection"
             else:
                 if not kept:
                     log.error(
@@ -224,7 +225,7 @@ class Daemon:
                         cluster=cluster,
                     )
                 break
-            self.metrics.api_error(cluster, "probe", "connection")
+            self.metrics.api_error(cluster, "probe", code)
             delay = backoff.next_delay()
             log.warning(
                 "cannot ask whether Job spec.managedBy is kept; asking again",
