@@ -363,7 +363,8 @@ def render_divergence(path: str, found: Any) -> str:
         f"  first difference at {found.path}:",
         f"    recorded:   {short(found.recorded_value)}",
         f"    recomputed: {short(found.recomputed_value)}",
-        "  (--json prints both decisions whole)",
+        "  (--json prints both decisions whole; a log written by another version of kbatchd "
+        "diverges wherever its reconcilers have changed since)",
         "  the events that fed it:",
         *(f"    {e['seq']:>10,}  {e['at']}  {e['summary']}" for e in found.fed_by),
     ]

@@ -117,3 +117,4 @@ def test_the_cli_exits_1_on_a_divergence(
     out = capsys.readouterr().out
     assert "decision at seq 3 is not reproduced" in out
     assert "reconciler stamping" in out
+    assert "a log written by another version of kbatchd diverges" in out
