@@ -56,6 +56,11 @@ from events.store import EventLog
 
 log = structlog.get_logger("kbatchd")
 
+# Items waiting for the pump. A watch item holds up to `EVENTS_PER_SEND` (16) events, so a
+# slow pump leaves at most 65,536 watch events waiting before the informers wait too (and the
+# API server holds the rest); an outcome or a tick is an item of one event. A channel of 256
+# items (the same 4,096 watch events as one event an item) cost about 5 % more CPU in the
+# gang benchmark: producers blocked, and woke, far more often.
 CHANNEL: Final = 4096
 BATCH: Final = 5000
 

@@ -238,7 +238,7 @@ class KubeApi:
         read_timeout: float,
     ) -> AsyncIterator[list[bytes]]:
         """The lines of a streaming response (a watch), in lists: the complete lines of each
-        read, so that a burst of events is handled (and handed on) as one. A non-2xx answer
+        read, so that a burst of events is handled together. A non-2xx answer
         raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
         timeout (the inactivity deadline: the server sends bookmarks well within it)."""
         timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)

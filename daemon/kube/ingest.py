@@ -32,6 +32,10 @@ Send = Callable[[list[Event]], Awaitable[None]]
 OnError = Callable[[str, int | str], None]
 
 PAGE: Final = 500
+# Watch events handed on in one item at most. The pump's channel bounds items, so this times
+# its capacity (`daemon.supervisor.CHANNEL`) bounds the watch events a slow pump leaves
+# waiting; a read can hold thousands.
+EVENTS_PER_SEND: Final = 16
 
 
 class _ListMeta(msgspec.Struct, rename="camel"):
@@ -258,8 +262,11 @@ class Informer:
                 if observed is not None:
                     change, obj = observed
                     events.append(Observed(at=at, cluster=cluster, change=change, obj=obj))
+                    if len(events) == EVENTS_PER_SEND:
+                        await self.send(events)
+                        events = []
             if events:
-                # One hand-over per read: a burst of events costs the pump one item.
+                # A burst of events costs the pump one item per EVENTS_PER_SEND, not per event.
                 await self.send(events)
 
     def _observed(self, kind: str, line: bytes) -> tuple[Change, SlimObject] | None:

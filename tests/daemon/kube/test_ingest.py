@@ -8,7 +8,7 @@ import anyio
 import msgspec
 import pytest
 
-from daemon.kube.ingest import Expired, Informer
+from daemon.kube.ingest import EVENTS_PER_SEND, Expired, Informer
 from daemon.kube.resources import RESOURCES
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
@@ -186,20 +186,32 @@ EXPIRED = msgspec.json.encode(
 )
 
 
-async def test_a_read_of_several_events_is_handed_on_at_once() -> None:
+@pytest.mark.parametrize(
+    ("events", "sends"),
+    [
+        pytest.param(3, [3], id="one-item"),
+        pytest.param(EVENTS_PER_SEND, [EVENTS_PER_SEND], id="a-full-item"),
+        pytest.param(
+            2 * EVENTS_PER_SEND + 5, [EVENTS_PER_SEND, EVENTS_PER_SEND, 5], id="bounded-items"
+        ),
+    ],
+)
+async def test_the_events_of_a_read_are_handed_on_in_bounded_items(
+    events: int, sends: list[int]
+) -> None:
     sink = Sink()
-    sends: list[int] = []
+    sizes: list[int] = []
 
-    async def counting(events: list[Event]) -> None:
-        sends.append(len(events))
-        await sink.send(events)
+    async def counting(batch: list[Event]) -> None:
+        sizes.append(len(batch))
+        await sink.send(batch)
 
-    reads = [[_line("ADDED", "a", "2"), _line("ADDED", "b", "3"), _line("MODIFIED", "a", "4")]]
+    reads = [[_line("ADDED", f"p{i}", str(i + 2)) for i in range(events)]]
     informer = Informer(ScriptedApi(reads), RESOURCES["Pod"], counting, {}, read_timeout=5)  # type: ignore[arg-type]
     await informer.watch()
-    assert sends == [3]
-    assert sink.changes() == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
-    assert informer.resource_version == "4"
+    assert sizes == sends
+    assert sink.changes() == [("ADDED", f"p{i}") for i in range(events)]
+    assert informer.resource_version == str(events + 1)
 
 
 async def test_events_read_with_an_expiry_reach_the_log_before_it_is_raised() -> None:
