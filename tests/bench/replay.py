@@ -7,7 +7,8 @@ snapshot before them, so it must cost a fraction of the whole), and how long `--
 The log is what the daemon would write for the synthetic cluster of `daemon.synthetic`: the
 events in batches, after each batch the Job reconciler's decisions about a few of the Jobs the
 batch touched (their pods are orphans with kbatchd's finalizer: it decides to release them),
-the decisions' outcomes, and a snapshot every 50,000 events (the daemon's default).
+the decisions' outcomes, and snapshots when the daemon's rule has one due (`snapshot_due` at
+the default `snapshot_every`, 50,000, and two events per object of the state).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from daemon.verify import verify
 from events.explain import explain
 from events.fold import fold
 from events.schema import Event, Outcome
-from events.state import State, empty_state, encode_state
+from events.state import State, empty_state, encode_state, snapshot_due
 from events.store import EventLog
 from events.timeline import timeline
 from tests.bench.table import Table
@@ -35,8 +36,7 @@ EVENTS: Final = 1_000_000
 BATCH: Final = 1_000
 # Jobs decided about per batch: a few thousand decisions in the whole log.
 DECIDED_PER_BATCH: Final = 3
-# The daemon's `snapshot_every` default; its rule of two events per object would allow one
-# every 60,000 events for this log's state (10,000 nodes, up to 20,000 live pods).
+# The daemon's `snapshot_every` default.
 SNAPSHOT_EVERY: Final = 50_000
 TAIL: Final = 10_000
 
@@ -47,7 +47,7 @@ async def build(path: Path, events: int = EVENTS) -> int:
     state = empty_state()
     source = stream(events, nodes=10_000)
     written = decisions = 0
-    next_snapshot = SNAPSHOT_EVERY
+    since_snapshot = 0
     async with EventLog.open(path) as log:
         while written < events:
             batch: list[Event] = list(islice(source, min(BATCH, events - written)))
@@ -57,6 +57,7 @@ async def build(path: Path, events: int = EVENTS) -> int:
             for seq, event in zip(await log.append(batch), batch, strict=True):
                 fold(state, seq, event, dirty)
             written += len(batch)
+            since_snapshot += len(batch)
             jobs = sorted(key for key in dirty if key.startswith("Job/"))[:DECIDED_PER_BATCH]
             made = [d for d in (decide(state, reconciler, key)[0] for key in jobs) if d]
             room = events - written
@@ -74,10 +75,11 @@ async def build(path: Path, events: int = EVENTS) -> int:
                 for seq, event in zip(await log.append(outcomes), outcomes, strict=True):
                     fold(state, seq, event)
                 written += len(made) + len(outcomes)
+                since_snapshot += len(made) + len(outcomes)
                 decisions += len(made)
-            if state.seq >= next_snapshot:
+            if snapshot_due(state, since_snapshot, SNAPSHOT_EVERY):
                 await log.save_snapshot(state.seq, encode_state(state))
-                next_snapshot += SNAPSHOT_EVERY
+                since_snapshot = 0
     return decisions
 
 
