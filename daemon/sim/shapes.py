@@ -108,17 +108,18 @@ JOB_STATUS: Final[dict[str, Shape]] = {
     "uncountedTerminatedPods": {"succeeded": [str], "failed": [str]},
 }
 
-# scheduling.k8s.io/v1alpha2 (Kubernetes 1.36): what a PodGroup and a Workload's pod group
-# templates share.
-SCHEDULING_POLICY: Final[dict[str, Shape]] = {"basic": dict, "gang": {"minCount": int}}
-SCHEDULING_CONSTRAINTS: Final[dict[str, Shape]] = {"topology": [{"key": str}]}
-POD_GROUP_SPEC: Final[dict[str, Shape]] = {
-    "podGroupTemplateRef": {"workload": {"workloadName": str, "podGroupTemplateName": str}},
-    "schedulingPolicy": SCHEDULING_POLICY,
-    "schedulingConstraints": SCHEDULING_CONSTRAINTS,
+# scheduling.k8s.io/v1alpha2 (Kubernetes 1.36): what a PodGroup's spec and a Workload's pod
+# group templates share.
+POD_GROUP_POLICY: Final[dict[str, Shape]] = {
+    "schedulingPolicy": {"basic": dict, "gang": {"minCount": int}},
+    "schedulingConstraints": {"topology": [{"key": str}]},
     "disruptionMode": str,
     "priorityClassName": str,
     "priority": int,
+}
+POD_GROUP_SPEC: Final[dict[str, Shape]] = {
+    "podGroupTemplateRef": {"workload": {"workloadName": str, "podGroupTemplateName": str}},
+    **POD_GROUP_POLICY,
 }
 
 _BY_KIND: Final[dict[str, dict[str, Shape]]] = {
@@ -162,18 +163,7 @@ _BY_KIND: Final[dict[str, dict[str, Shape]]] = {
     "PriorityClass": {"value": int, "globalDefault": bool, "preemptionPolicy": str},
     "PodGroup": {"spec": POD_GROUP_SPEC, "status": {"conditions": CONDITIONS}},
     "Workload": {
-        "spec": {
-            "podGroupTemplates": [
-                {
-                    "name": str,
-                    "schedulingPolicy": SCHEDULING_POLICY,
-                    "schedulingConstraints": SCHEDULING_CONSTRAINTS,
-                    "disruptionMode": str,
-                    "priorityClassName": str,
-                    "priority": int,
-                }
-            ]
-        },
+        "spec": {"podGroupTemplates": [{"name": str, **POD_GROUP_POLICY}]},
         "status": dict,
     },
 }
