@@ -251,6 +251,10 @@ class Daemon:
         """Clusters whose keys are not decided yet: not listed in this run, or not answering."""
         return [c for c in self._clusters if c not in self._acting_clusters]
 
+    @property
+    def _all_joined(self) -> bool:
+        return len(self._acting_clusters) == len(self._clusters)
+
     def _decidable(self, key: str) -> bool:
         """Whether the key's cluster has joined, and (for a Job) kbatchd runs Jobs there."""
         parts = key.split("/", 2)
@@ -457,7 +461,7 @@ class Daemon:
         """Clusters synced since the last turn join the acting. Returns the keys to decide:
         none for the first (the term's beginning decides every key), every key of a
         cluster joining later (its objects were not decided while it could not be read)."""
-        if not self.synced.is_set() or len(self._acting_clusters) == len(self._clusters):
+        if not self.synced.is_set() or self._all_joined:
             return set()
         joining = self._synced_clusters() - self._acting_clusters
         if not joining:
@@ -559,7 +563,7 @@ class Daemon:
         now = self.state.now
         dirty.update(self._requeues.due(now))
         ready = self._requeues.ready(dirty, now)
-        if len(self._acting_clusters) == len(self._clusters) and all(self._jobs_managed.values()):
+        if self._all_joined and all(self._jobs_managed.values()):
             keys = ready  # every cluster in, Jobs run everywhere: no key to look at
         else:
             keys = {key for key in ready if self._decidable(key)}
