@@ -36,6 +36,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from opentelemetry.context import Context
 
+from daemon import provenance
 from daemon.config import Settings, kubeconfig_path
 from daemon.kube.actuator import RETRIABLE, Actuator
 from daemon.kube.api import KubeApi
@@ -169,6 +170,8 @@ class Daemon:
             # and every start would fold a longer tail.
             self._since_snapshot = replayed.folded
             log.info("log replayed", log=settings.log, seq=self.state.seq, folded=replayed.folded)
+            # Which kbatchd decides from here on, with which rules and settings (`--verify`).
+            await self._append(event_log, [provenance.started(settings, now_ms())])
             apis = {
                 c.name: await stack.enter_async_context(
                     KubeApi.connect(c.name, kubeconfig_path(c), c.context or None)

@@ -18,7 +18,6 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -31,6 +30,7 @@ from opentelemetry.trace import SpanKind, Tracer
 
 from daemon.config import ConfigError
 from daemon.config import Tracing as TracingSettings
+from daemon.provenance import kbatchd_version
 from events.intents import Intent
 from events.schema import Decided, Event, Observed
 
@@ -48,16 +48,9 @@ class TelemetryError(ConfigError):
     """Tracing asked for but impossible (the exporter is not installed, say)."""
 
 
-def service_version() -> str:
-    try:
-        return version("kbatchd")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0+unknown"
-
-
 def resource(settings: TracingSettings, instance: str, env: Mapping[str, str]) -> Resource:
     attributes: dict[str, str] = {
-        "service.version": service_version(),
+        "service.version": kbatchd_version(),
         "service.instance.id": instance,
         "host.name": socket.gethostname(),
     }
@@ -130,7 +123,7 @@ class Tracing:
     def __init__(self, provider: TracerProvider | None = None) -> None:
         self.provider = provider
         self.tracer: Tracer | None = (
-            provider.get_tracer("kbatchd", service_version()) if provider else None
+            provider.get_tracer("kbatchd", kbatchd_version()) if provider else None
         )
 
     @property

@@ -21,7 +21,7 @@ from events import migrate
 from events.fold import fold
 from events.migrate import Migration
 from events.quantity import format_units
-from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick, decode_event
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Started, Tick, decode_event
 from events.state import State, decode_state, empty_state
 from events.store import DECODE_ERRORS, CorruptEvent, EventLog, LogError, SchemaTooOld
 from events.topology import DEFAULT_LEVELS, Topology
@@ -303,4 +303,6 @@ def describe(event: Event) -> str:
         return f"resynced {event.cluster}/{event.kind} at rv {event.resource_version}"
     if isinstance(event, Tick):
         return "tick"
+    if isinstance(event, Started):
+        return f"started: kbatchd {event.version}, decision rules {event.rules}"
     raise TypeError(f"unknown event {event!r}")  # pragma: no cover

@@ -7,7 +7,7 @@ may only be appended with defaults, so older logs keep decoding.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -87,7 +87,21 @@ class Outcome(_Event, frozen=True, tag="outcome"):
     uid: str = ""
 
 
-Event = Observed | Resynced | Tick | Decided | Outcome
+class Started(_Event, frozen=True, tag="started"):
+    """A daemon opened the log to write to it: which kbatchd, the digest of its decision
+    rules (the pure core's source, `daemon.provenance`), and the settings its reconcilers
+    and topology run with. The decisions after it, up to the next one, were made by these;
+    `kbatchd replay --verify` decides with them."""
+
+    version: str
+    rules: str
+    settings: dict[str, Any]
+
+
+Event = Observed | Resynced | Tick | Decided | Outcome | Started
+
+# The ref of every `Started` event: a log's daemon starts are found without decoding it all.
+STARTED_REF: Final = "Started"
 
 _ENCODER: Final = msgspec.msgpack.Encoder()
 _DECODER: Final = msgspec.msgpack.Decoder(Event)
@@ -110,4 +124,6 @@ def event_ref(event: Event) -> str | None:
         return f"{type(obj).__name__}/{event.cluster}/{obj.namespace}/{obj.name}"
     if isinstance(event, Decided):
         return event.key
+    if isinstance(event, Started):
+        return STARTED_REF
     return None

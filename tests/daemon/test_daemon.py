@@ -15,10 +15,12 @@ import anyio.lowlevel
 import pytest
 from kubernetes_asyncio import client
 
+from daemon import provenance
+from daemon.config import load
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import PODS
-from events.schema import Observed, Resynced, Tick
+from events.schema import Observed, Resynced, Started, Tick
 from tests.processes import (
     daemon_config,
     eventually,
@@ -108,7 +110,14 @@ async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> N
             async with running_daemon(config) as daemon:
                 daemon.send_signal(signal.SIGTERM)
                 assert await daemon.wait(within=10) == 0
-        tail = [e for seq, e in await logged_events(log) if seq > len(first)]
+        events = await logged_events(log)
+        tail = [e for seq, e in events if seq > len(first)]
+        # Each start is recorded first, with what its decisions follow from.
+        starts = [(seq, e) for seq, e in events if isinstance(e, Started)]
+        assert [seq for seq, _ in starts] == [1, len(first) + 1]
+        recorded = provenance.decision_settings(load(config))
+        assert all(e.rules == provenance.rules_digest() for _, e in starts)
+        assert all(e.settings == recorded for _, e in starts)
         relisted = Counter(
             (e.kind, e.name, e.change) for e in tail if isinstance(e, Observed) and e.kind == "Pod"
         )

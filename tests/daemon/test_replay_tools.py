@@ -35,7 +35,9 @@ from tests.processes import (
 
 MANAGER = "kbatchd.dev/job-controller"
 TRAIN, FLAKY = "Job/sim-0/default/train", "Job/sim-0/default/flaky"
-NEXT_MIGRATION = Migration(2, "ref_index", "CREATE INDEX events_by_ref ON events (ref);")
+# A migration this kbatchd does not know yet: the one after its newest.
+CURRENT = migrate.CODE_SCHEMA_VERSION
+NEXT_MIGRATION = Migration(CURRENT + 1, "ref_index", "CREATE INDEX events_by_ref ON events (ref);")
 
 
 def gpu_job(name: str, *, gpus: int, run: str, exit_code: int = 0, **spec: Any) -> dict[str, Any]:
@@ -288,8 +290,8 @@ def test_a_log_of_an_older_schema_replays_from_a_migrated_copy(
     assert main(["replay", str(old), "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["counts"]["Job"] == 2
-    assert "log schema version 1 is older than this kbatchd's" in captured.err
-    assert "replaying a copy migrated to schema version 2" in captured.err
+    assert f"log schema version {CURRENT} is older than this kbatchd's" in captured.err
+    assert f"replaying a copy migrated to schema version {CURRENT + 1}" in captured.err
     assert "the log itself is not changed" in captured.err
     text = _replay(capsys, str(old), "--explain", "Job/default/train")
     assert text.startswith(f"{TRAIN} at seq ")
@@ -310,7 +312,7 @@ def test_a_log_of_a_newer_schema_is_refused(
     anyio.run(upgrade)
     for mode in ([], ["--explain", "Job/default/train"], ["--timeline"], ["--verify"]):
         err = _replay(capsys, str(newer), *mode, code=2)
-        assert f"{newer}: log schema version 2 is newer than this kbatchd" in err, mode
+        assert f"{newer}: log schema version {CURRENT + 1} is newer than this kbatchd" in err, mode
         assert "upgrade kbatchd" in err
 
 

@@ -40,6 +40,7 @@ from events.schema import (
     Observed,
     Outcome,
     Resynced,
+    Started,
     Tick,
     decode_event,
     encode_event,
@@ -88,6 +89,7 @@ ACTIONS = (
     ("resync", 1),
     ("decide", 2),
     ("outcome", 3),
+    ("start", 1),
 )
 ACTION_TABLE = tuple(name for name, weight in ACTIONS for _ in range(weight))
 
@@ -288,6 +290,8 @@ def streams(draw: st.DrawFn) -> Stream:
             event = _generic(draw, world, cluster)
         elif action == "tick":
             event = Tick(at)
+        elif action == "start":  # a daemon (re)started: the fold only moves the clock
+            event = Started(at, "0.1.0", "0123456789abcdef", {"topology": {"levels": []}})
         elif action == "resync":
             kind = draw(st.sampled_from(("Pod", "Node", "Job")))
             rv = draw(st.sampled_from((str(world.rv), "")))

@@ -1,0 +1,93 @@
+"""Where a log's decisions come from: the kbatchd that made them, the digest of its decision
+rules, and the settings they ran with. The daemon records these in a `Started` event each time
+it opens its log, so that `kbatchd replay --verify` re-decides a log with the settings its
+daemon had (not whatever config the reader passes) and can tell a change of rules, which makes
+an old log diverge by design, from a decision that does not reproduce.
+
+The rules are the pure core (`events`, `daemon.reconcilers`, `daemon.placement`): decisions
+are a function of the log and of that code alone. The package version does not say which code
+ran (it is bumped at releases, not at every change), so the digest covers their source.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
+from importlib.resources.abc import Traversable
+from typing import Any, Final
+
+import msgspec
+
+from daemon.config import Reconcilers, Settings, Topology
+from events.schema import Started
+
+RULE_PACKAGES: Final = ("events", "daemon.reconcilers", "daemon.placement")
+# Hex digits kept of the digest: enough that two versions of the rules never share one.
+_DIGEST_LENGTH: Final = 16
+
+
+def kbatchd_version() -> str:
+    try:
+        return version("kbatchd")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0+unknown"
+
+
+@functools.cache
+def rules_digest() -> str:
+    """A digest of the source of the decision rules (every ``.py`` of `RULE_PACKAGES`, by
+    package-relative name and content, in name order)."""
+    digest = hashlib.sha256()
+    for package in RULE_PACKAGES:
+        for name, source in sorted(_sources(files(package), "")):
+            digest.update(f"{package}/{name}\0".encode())
+            digest.update(source)
+            digest.update(b"\0")
+    return digest.hexdigest()[:_DIGEST_LENGTH]
+
+
+def _sources(root: Traversable, prefix: str) -> list[tuple[str, bytes]]:
+    found: list[tuple[str, bytes]] = []
+    for entry in root.iterdir():
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                found.extend(_sources(entry, f"{prefix}{entry.name}/"))
+        elif entry.name.endswith(".py"):
+            found.append((prefix + entry.name, entry.read_bytes()))
+    return found
+
+
+def decision_settings(settings: Settings) -> dict[str, Any]:
+    """The part of the settings that decisions and the fold depend on."""
+    return {
+        "reconcilers": msgspec.to_builtins(settings.reconcilers),
+        "topology": msgspec.to_builtins(settings.topology),
+    }
+
+
+def started(settings: Settings, at: int) -> Started:
+    """The event a daemon appends when it opens its log."""
+    return Started(
+        at=at,
+        version=kbatchd_version(),
+        rules=rules_digest(),
+        settings=decision_settings(settings),
+    )
+
+
+class RecordedSettingsError(ValueError):
+    """A `Started` event whose settings this kbatchd cannot read (a newer one wrote them)."""
+
+
+def recorded_settings(event: Started) -> Settings:
+    """The settings a `Started` event records, as this kbatchd's `Settings` (the rest of
+    them at their defaults: nothing else bears on a decision)."""
+    try:
+        return Settings(
+            reconcilers=msgspec.convert(event.settings.get("reconcilers", {}), Reconcilers),
+            topology=msgspec.convert(event.settings.get("topology", {}), Topology),
+        )
+    except msgspec.ValidationError as exc:
+        raise RecordedSettingsError(f"settings recorded by kbatchd {event.version}: {exc}") from exc

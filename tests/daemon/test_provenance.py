@@ -1,0 +1,47 @@
+"""What a daemon records of itself in its log (`Started`) and what is read back from it."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+import pytest
+
+from daemon import provenance
+from daemon.config import GangSettings, JobSettings, Reconcilers, Settings, Topology
+from events.schema import STARTED_REF, Started, decode_event, encode_event, event_ref
+
+SETTINGS = [
+    Settings(),
+    Settings(reconcilers=Reconcilers(gang=GangSettings(scheduler_name="other", max_evictions=3))),
+    Settings(reconcilers=Reconcilers(job=JobSettings(backoff_base_seconds=1.5))),
+    Settings(topology=Topology(levels=["example.com/rack", "kubernetes.io/hostname"])),
+]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["defaults", "gang", "job", "levels"])
+def test_the_recorded_settings_read_back_as_they_were(settings: Settings) -> None:
+    event = decode_event(encode_event(provenance.started(settings, at=7)))
+    assert isinstance(event, Started)
+    read = provenance.recorded_settings(event)
+    assert (read.reconcilers, read.topology) == (settings.reconcilers, settings.topology)
+    assert event_ref(event) == STARTED_REF
+
+
+def test_the_start_names_this_kbatchd_and_its_rules() -> None:
+    event = provenance.started(Settings(), at=7)
+    assert event.version == provenance.kbatchd_version()
+    assert re.fullmatch(r"[0-9a-f]{16}", event.rules)
+    assert event.rules == provenance.rules_digest()
+
+
+def test_settings_this_kbatchd_cannot_read_are_an_error_naming_the_writer() -> None:
+    event = msgspec.structs.replace(
+        provenance.started(Settings(), at=7),
+        version="9.9.9",
+        settings={"reconcilers": {"gang": {"scheduler_name": 5}}},
+    )
+    with pytest.raises(
+        provenance.RecordedSettingsError, match=r"kbatchd 9\.9\.9: .*scheduler_name"
+    ):
+        provenance.recorded_settings(event)
