@@ -11,8 +11,8 @@ from typing import Any, NoReturn
 
 import msgspec
 
-from daemon import config, eventloop
-from daemon.config import ConfigError
+from daemon import config, eventloop, provenance
+from daemon.config import ConfigError, Settings
 from daemon.heap import relax_collector
 from daemon.kube.api import ConfigError as ApiConfigError
 from daemon.logs import redact_text
@@ -26,6 +26,7 @@ from events.replay import (
     render_summary,
     summary,
 )
+from events.schema import Started
 from events.state import TABLES
 from events.store import EventLog, LogError
 
@@ -116,7 +117,8 @@ def _replay_arguments(replay: argparse.ArgumentParser) -> None:
     replay.add_argument(
         "--config",
         type=Path,
-        help="the daemon's settings (its reconcilers for --verify, topology levels for --timeline)",
+        help="the daemon's settings (its reconcilers for --verify, its topology levels); "
+        "default: those the log's daemon recorded when it created the log",
     )
     replay.add_argument(
         "--html", metavar="FILE", type=Path, help="--timeline: write a self-contained HTML page"
@@ -226,7 +228,13 @@ async def _replay_mode(args: argparse.Namespace) -> int:
             return await _timeline(log, args)
         if args.export_jsonl is not None:
             return await _export_jsonl(log, args)
-        replayed = await rebuild(log, until=args.until, progress=_tty_progress())
+        settings, _ = await _log_settings(log, args)
+        replayed = await rebuild(
+            log,
+            until=args.until,
+            levels=tuple(settings.topology.levels),
+            progress=_tty_progress(),
+        )
         for skipped in replayed.skipped:
             _note(skipped.describe(str(args.log)))
         if args.show:
@@ -255,7 +263,7 @@ async def _explain(log: EventLog, args: argparse.Namespace) -> int:
 async def _timeline(log: EventLog, args: argparse.Namespace) -> int:
     from events import timeline, timeline_page
 
-    settings = config.load(args.config)
+    settings, _ = await _log_settings(log, args)
     data = await timeline.timeline(
         log,
         from_seq=args.from_seq,
@@ -320,13 +328,29 @@ async def _note_until_past_end(log: EventLog, args: argparse.Namespace) -> None:
         _note(f"{args.log}: --until {args.until} is past the log's end (seq {last}); to the end")
 
 
+async def _log_settings(log: EventLog, args: argparse.Namespace) -> tuple[Settings, bool]:
+    """The settings to replay the log with, and whether they were given: the config file's
+    when there is one, else those its daemon recorded when it created the log (a `Started`
+    event first), else the defaults."""
+    path = config.given_path(args.config)
+    if path is not None:
+        return config.load(path), True
+    async for _, event in log.read(1, 1):
+        if isinstance(event, Started):
+            try:
+                return provenance.recorded_settings(event), False
+            except provenance.RecordedSettingsError as exc:
+                _note(f"{args.log}: {exc}; replaying with the defaults")
+    return Settings(), False
+
+
 async def _verify(args: argparse.Namespace) -> int:
     from daemon import wiring
     from daemon.verify import verify
 
-    settings = config.load(args.config)
     async with open_for_replay(args.log, note=_note) as log:
         await _note_until_past_end(log, args)
+        settings, given = await _log_settings(log, args)
         result = await verify(
             log,
             wiring.reconcilers(settings),
@@ -334,9 +358,23 @@ async def _verify(args: argparse.Namespace) -> int:
             until=args.until,
             levels=tuple(settings.topology.levels),
             progress=_tty_progress(),
+            settings=settings if given else None,
+            build=None if given else wiring.reconcilers,
         )
     for skipped in result.skipped:
         _note(skipped.describe(str(args.log)))
+    for run in result.runs:
+        if run.settings_match is False:
+            _note(
+                f"{args.log}: the daemon that started at seq {run.seq:,} ran with other "
+                "reconciler or topology settings than the config given; without --config "
+                "the log's own are used"
+            )
+        elif run.decided_with == "unreadable":
+            _note(
+                f"{args.log}: the settings recorded at seq {run.seq:,} (kbatchd "
+                f"{run.version}) cannot be read by this kbatchd; the previous ones are used"
+            )
     if args.json:
         print(_json(result))
     elif result.divergence is None:
@@ -345,11 +383,34 @@ async def _verify(args: argparse.Namespace) -> int:
             f"{result.last_seq:,} reproduced exactly"
         )
     else:
-        print(render_divergence(str(args.log), result.divergence))
+        made_by = result.run_at(result.divergence.seq)
+        print(render_divergence(str(args.log), result.divergence, made_by))
     return 0 if result.divergence is None else 1
 
 
-def render_divergence(path: str, found: Any) -> str:
+def _made_by(run: Any) -> str:
+    """What the daemon that made a decision says about a divergence."""
+    if run is None:
+        return (
+            "  (--json prints both decisions whole; the log does not say which kbatchd made "
+            "this decision: one written by another version diverges wherever its reconcilers "
+            "have changed since)"
+        )
+    if run.same_rules:
+        return (
+            f"  (--json prints both decisions whole; made by kbatchd {run.version} with these "
+            f"very decision rules ({run.rules}, daemon started at seq {run.seq:,}): a "
+            "decision that does not reproduce is a bug)"
+        )
+    return (
+        f"  (--json prints both decisions whole; made by kbatchd {run.version} with decision "
+        f"rules {run.rules} (daemon started at seq {run.seq:,}), and these are "
+        f"{provenance.rules_digest()}: where the rules changed, its decisions differ; verify "
+        "a log with the kbatchd that wrote it)"
+    )
+
+
+def render_divergence(path: str, found: Any, run: Any = None) -> str:
     def short(value: Any) -> str:
         text = msgspec.json.encode(value).decode()
         return text if len(text) <= 200 else text[:197] + "..."
@@ -363,8 +424,7 @@ def render_divergence(path: str, found: Any) -> str:
         f"  first difference at {found.path}:",
         f"    recorded:   {short(found.recorded_value)}",
         f"    recomputed: {short(found.recomputed_value)}",
-        "  (--json prints both decisions whole; a log written by another version of kbatchd "
-        "diverges wherever its reconcilers have changed since)",
+        _made_by(run),
         "  the events that fed it:",
         *(f"    {e['seq']:>10,}  {e['at']}  {e['summary']}" for e in found.fed_by),
     ]

@@ -163,10 +163,16 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     tracing: Tracing = msgspec.field(default_factory=Tracing)
 
 
+def given_path(path: Path | None) -> Path | None:
+    """The config file to read: `path`, else $KBATCHD_CONFIG; None when neither is given."""
+    if path is None and os.environ.get("KBATCHD_CONFIG"):
+        return Path(os.environ["KBATCHD_CONFIG"])
+    return path
+
+
 def load(path: Path | None) -> Settings:
     """Settings from `path` (or $KBATCHD_CONFIG), defaults when neither is given."""
-    if path is None and os.environ.get("KBATCHD_CONFIG"):
-        path = Path(os.environ["KBATCHD_CONFIG"])
+    path = given_path(path)
     if path is None:
         return Settings()
     try:

@@ -15,16 +15,34 @@ from typing import Any
 
 import msgspec
 
+from daemon import provenance
+from daemon.config import Settings
 from daemon.reconcilers.base import Reconciler
 from daemon.reconcilers.runner import decide
 from events.fold import fold
 from events.replay import SkippedSnapshot, describe, iso_time, paused_gc, plain, snapshot_state
-from events.schema import Decided, Event, Observed
+from events.schema import STARTED_REF, Decided, Event, Observed, Started
 from events.state import State, empty_state
 from events.store import EventLog
 from events.topology import DEFAULT_LEVELS
 
 Progress = Callable[[int, int], None]
+Build = Callable[[Settings], Sequence[Reconciler]]
+
+
+class Run(msgspec.Struct):
+    """A daemon's start in the log (its `Started` event), as the check met it."""
+
+    seq: int
+    version: str
+    rules: str
+    # The rules digest is this kbatchd's: every decision of the run must reproduce.
+    same_rules: bool
+    # "recorded": decided again with the settings the run recorded; "given": with the ones
+    # passed (a config), which `settings_match` says the recorded ones equal or not;
+    # "unreadable": the recorded ones could not be read, the previous ones were kept.
+    decided_with: str
+    settings_match: bool | None = None
 
 
 class Divergence(msgspec.Struct):
@@ -48,6 +66,16 @@ class Verified(msgspec.Struct):
     divergence: Divergence | None = None
     # Snapshots that did not decode, folded past (`events.replay.snapshot_state`).
     skipped: list[SkippedSnapshot] = []
+    # The daemon starts met on the way, oldest first.
+    runs: list[Run] = []
+
+    def run_at(self, seq: int) -> Run | None:
+        """The run whose daemon made the decision at `seq`, if the log says."""
+        found = None
+        for run in self.runs:
+            if run.seq < seq:
+                found = run
+        return found
 
 
 async def verify(
@@ -58,14 +86,45 @@ async def verify(
     until: int | None = None,
     levels: tuple[str, ...] = DEFAULT_LEVELS,
     progress: Progress | None = None,
+    settings: Settings | None = None,
+    build: Build | None = None,
 ) -> Verified:
+    """Re-decide every recorded decision from `from_seq` to `until` with `reconcilers`. With
+    `build`, each daemon start in the log (`Started`) switches to reconcilers built from the
+    settings it recorded; `settings`, the ones `reconcilers` come from, are compared with
+    those recorded."""
     by_name = {r.name: r for r in reconcilers}
+    runs: list[Run] = []
+
+    def started(seq: int, event: Started) -> None:
+        nonlocal by_name
+        try:
+            recorded: Settings | None = provenance.recorded_settings(event)
+        except provenance.RecordedSettingsError:
+            recorded = None
+        match = None
+        if settings is not None and recorded is not None:
+            match = provenance.decision_settings(settings) == event.settings
+        decided_with = "given"
+        if build is not None:
+            decided_with = "recorded" if recorded is not None else "unreadable"
+            if recorded is not None:
+                by_name = {r.name: r for r in build(recorded)}
+        same = event.rules == provenance.rules_digest()
+        runs.append(Run(seq, event.version, event.rules, same, decided_with, match))
+
     last = log.last_seq if until is None else min(until, log.last_seq)
     state = empty_state(levels)
     found, skipped = await snapshot_state(log, max(from_seq - 1, 0))
     if found is not None:
         state = found[1]
     start = state.seq
+    if start:
+        # The daemon start in force where the check begins (those after it are met below).
+        before = await log.events_for(STARTED_REF, until=start)
+        for seq, event in before[-1:]:
+            if isinstance(event, Started):
+                started(seq, event)
     checked = 0
     # The decisions of one pass, held back until the pass ends: each is checked against the
     # state before any of them is folded, as the daemon decided them.
@@ -92,13 +151,15 @@ async def verify(
                     pending.append((seq, event))
                     continue
                 if pending and (problem := await flush()) is not None:
-                    return Verified(checked, from_seq, problem.seq, problem, skipped)
+                    return Verified(checked, from_seq, problem.seq, problem, skipped, runs)
+                if isinstance(event, Started):
+                    started(seq, event)
                 fold(state, seq, event)
             if progress is not None:
                 progress(state.seq, last)
         if pending and (problem := await flush()) is not None:
-            return Verified(checked, from_seq, problem.seq, problem, skipped)
-    return Verified(checked, from_seq, last, skipped=skipped)
+            return Verified(checked, from_seq, problem.seq, problem, skipped, runs)
+    return Verified(checked, from_seq, last, skipped=skipped, runs=runs)
 
 
 def _check(

@@ -208,16 +208,17 @@ async def kube_client(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
 
 async def assert_reproduced(path: Path) -> int:
     """`kbatchd replay --verify` on a log an integration test produced: every recorded decision
-    must come out of the reconcilers again. Returns how many were checked."""
-    from daemon import config, wiring
+    must come out of the reconcilers again, built from nothing but what the log recorded of
+    its daemons (their `Started` events). Returns how many were checked."""
+    from daemon import wiring
+    from daemon.config import Settings
     from daemon.verify import verify
 
-    # The settings of the daemon that wrote it: daemon_config puts them beside the log.
-    settings_file = path.with_suffix(".toml")
-    settings = config.load(settings_file if settings_file.exists() else None)
     async with EventLog.open(path, readonly=True) as log:
-        result = await verify(log, wiring.reconcilers(settings))
+        result = await verify(log, wiring.reconcilers(Settings()), build=wiring.reconcilers)
     assert result.divergence is None, result.divergence
+    assert result.runs, "no daemon start recorded in the log"
+    assert all(run.same_rules and run.decided_with == "recorded" for run in result.runs)
     return result.checked
 
 
