@@ -14,11 +14,16 @@ from pathlib import Path
 import anyio
 import pytest
 
+from daemon import provenance
 from daemon.cli import main
+from daemon.config import Settings, Topology
 from daemon.synthetic import stream
 from events.fold import fold
+from events.objects import Node
+from events.schema import Observed
 from events.state import empty_state, encode_state
 from events.store import EventLog
+from events.topology import DEFAULT_LEVELS
 from tests.processes import stderr_on_a_terminal
 
 EVENTS = 6_000
@@ -71,6 +76,41 @@ def test_summary_counts_objects_and_topology(
     assert "Node 64" in out
     assert "sim-0/b0 " in out
     assert "gpu " in out
+
+
+LEVELS = ["example.com/rack", "kubernetes.io/hostname"]
+
+
+async def _write_started_log(path: Path) -> None:
+    """A log as a daemon with other topology levels writes it: its start first, then a node."""
+    settings = Settings(topology=Topology(levels=LEVELS))
+    labels = {"example.com/rack": "r1", "kubernetes.io/hostname": "n1"}
+    node = Node(name="n1", labels=labels, allocatable={"cpu": 8000}, ready=True)
+    async with EventLog.open(path) as log:
+        await log.append(
+            [
+                provenance.started(settings, at=1),
+                Observed(at=2, cluster="c1", change="ADDED", obj=node),
+            ]
+        )
+
+
+@pytest.mark.parametrize(
+    ("config", "levels"),
+    [(None, LEVELS), ("", list(DEFAULT_LEVELS))],
+    ids=["recorded", "config-given"],
+)
+def test_replay_takes_the_topology_levels_its_daemon_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str | None, levels: list[str]
+) -> None:
+    path = tmp_path / "log.db"
+    anyio.run(_write_started_log, path)
+    argv = ["replay", str(path), "--json"]
+    if config is not None:
+        (tmp_path / "kbatchd.toml").write_text(config)
+        argv += ["--config", str(tmp_path / "kbatchd.toml")]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["levels"] == levels
 
 
 def test_json_summary_until_a_seq_before_the_snapshot(
