@@ -23,7 +23,7 @@ from events.intents import Bind, Create, Delete, Intent, Patch
 from events.objects import SlimObject
 from events.reasons import CATEGORIES, categorize, heads, placement, render_placement
 from events.replay import Progress, Replayed, iso_time, plain, rebuild
-from events.schema import Decided, Event, Observed, Outcome
+from events.schema import STARTED_REF, Decided, Event, Observed, Outcome, Started
 from events.state import TABLES
 from events.store import EventLog
 
@@ -92,15 +92,22 @@ async def _life(log: EventLog, replayed: Replayed, ref: str) -> dict[str, Any] |
     until = replayed.last_seq
     if namespace:
         # Everything in the namespace that has a ref: the object, whatever it controls, and
-        # the decisions about any of them. One scan of the ref column in SQLite.
-        events = await log.events_under([f"{k}/{cluster}/{namespace}/" for k in TABLES], until)
+        # the decisions about any of them, and the daemon's starts. One scan of the ref
+        # column in SQLite.
+        prefixes = [f"{k}/{cluster}/{namespace}/" for k in TABLES]
+        events = await log.events_under([*prefixes, STARTED_REF], until)
     else:  # cluster-scoped (a Node): only its own events
         events = await log.events_for(ref, until)
+        events += await log.events_for(STARTED_REF, until)
+        events.sort(key=lambda pair: pair[0])
     family = _family(ref, events)
     chosen: list[tuple[int, Event]] = []
     decisions: dict[int, Decided] = {}
+    starts: list[tuple[int, Event]] = []
     for seq, event in events:
-        if isinstance(event, Observed):
+        if isinstance(event, Started):
+            starts.append((seq, event))
+        elif isinstance(event, Observed):
             if event.ref in family:
                 chosen.append((seq, event))
         elif isinstance(event, Decided) and (
@@ -115,6 +122,11 @@ async def _life(log: EventLog, replayed: Replayed, ref: str) -> dict[str, Any] |
     pending = {seq: list(f.pending) for seq, f in replayed.state.inflight.items()}
     outcomes = await _outcomes(log, decisions, pending, until)
     chosen.extend(outcomes)
+    # A daemon that started during the object's life: the decisions after it are its own
+    # (and intents it found without an outcome were marked unconfirmed).
+    if chosen:
+        first, last = min(seq for seq, _ in chosen), max(seq for seq, _ in chosen)
+        chosen.extend((seq, event) for seq, event in starts if first < seq < last)
     chosen.sort(key=lambda pair: pair[0])
     entries = _entries(ref, family, chosen, decisions, pending)
     return {
@@ -211,6 +223,10 @@ def _entries(
                     "code": event.code,
                     "message": event.message,
                 }
+            )
+        elif isinstance(event, Started):
+            entries.append(
+                base | {"type": "started", "version": event.version, "rules": event.rules}
             )
     return entries
 
@@ -420,6 +436,8 @@ def _render_entry(entry: dict[str, Any], lead: str) -> list[str]:
     if entry["type"] == "outcome":
         verdict = "ok" if entry["ok"] else f"FAILED {entry['code']} {entry['message']}".rstrip()
         return [f"{lead}{verdict}: {entry['intent']} (decision {entry['decision']:,})"]
+    if entry["type"] == "started":
+        return [f"{lead}kbatchd {entry['version']} started (decision rules {entry['rules']})"]
     whose = "" if entry["about"] == "self" else f" about {entry['key']}"
     lines = [f"{lead}decided by {entry['reconciler']}{whose} [{entry['category']}]"]
     lines.append(f"{pad}  {entry['reason']}")

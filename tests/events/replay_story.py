@@ -12,7 +12,7 @@ from msgspec.structs import replace
 
 from events.intents import Create, Delete
 from events.objects import Job, OwnerRef, Pod
-from events.schema import Decided, Event, Observed, Outcome, Tick
+from events.schema import Decided, Event, Observed, Outcome, Started, Tick
 from events.store import EventLog
 from tests.events.builders import GPU, job_owner, make_job, make_node, make_pod
 
@@ -77,8 +77,13 @@ def _pod(name: str, job: str, node: str = "", phase: str = "Pending") -> Pod:
     return make_pod(name, node=node, phase=phase, requests={GPU: 4}, owner=job_owner(job))
 
 
+def _started(at: int) -> Started:
+    return Started(at=at, version="0.1.0", rules="0123456789abcdef", settings={})
+
+
 def story() -> Story:
     s = Story()
+    s.add(_started(s.tick()), "start")
     for rack, hosts in (("r1", ("h1", "h2")), ("r2", ("h3", "h4"))):
         for host in hosts:
             s.add(
@@ -103,6 +108,7 @@ def story() -> Story:
     deletes = [Delete(CLUSTER, "Pod", "ns", f"low-{i}", precondition_uid="x") for i in range(2)]
     s.decide("Job/c1/ns/high", PREEMPTED, *deletes, name="preempt")
     s.outcome("preempt", 0)
+    s.add(_started(s.tick()), "restart-daemon")  # the daemon restarted mid-preemption
     running = _pod("low-0", "low", node="h1", phase="Running")
     s.observe(replace(running, deletion_ts=s.at), "MODIFIED", "low-0-deleting")
     s.observe(running, "DELETED", "low-0-gone")

@@ -143,6 +143,23 @@ async def test_the_text_tells_the_story_in_order(told: tuple[Path, Story]) -> No
     ) in high
 
 
+async def test_a_daemon_start_during_the_life_is_told_and_one_before_it_is_not(
+    told: tuple[Path, Story],
+) -> None:
+    path, s = told
+    life = await _explain(path, "Job", "low")
+    started = [e for e in life["entries"] if e["type"] == "started"]
+    assert [(e["seq"], e["version"], e["rules"]) for e in started] == [
+        (s.seqs["restart-daemon"], "0.1.0", "0123456789abcdef")
+    ]
+    seqs = [e["seq"] for e in life["entries"]]
+    assert seqs == sorted(seqs)
+    assert life["totals"]["decisions"] == 3  # a start is not a decision
+    async with EventLog.open(path, readonly=True) as log:
+        text = render(await explain(log, "Job", "ns", "low"))
+    assert "kbatchd 0.1.0 started (decision rules 0123456789abcdef)" in text
+
+
 async def test_until_stops_the_story(told: tuple[Path, Story]) -> None:
     path, s = told
     life = await _explain(path, "Job", "low", until=s.seqs["preempt"])

@@ -94,7 +94,8 @@ async def test_export_import_export_is_the_same_text(tmp_path: Path) -> None:
     original = tmp_path / "original.db"
     await _log(original, events, snapshot_at=1_000)
     first = await _export(original, tmp_path / "first.jsonl")
-    assert first.splitlines()[0] == '{"format":"kbatchd-events","version":1,"events":3522}'
+    header = f'{{"format":"kbatchd-events","version":1,"events":{len(events)}}}'
+    assert first.splitlines()[0] == header
     copy = tmp_path / "copy.db"
     assert await import_file(tmp_path / "first.jsonl", copy) == len(events)
     assert await _export(copy, tmp_path / "second.jsonl") == first
