@@ -17,6 +17,7 @@ import aiohttp
 import anyio
 import msgspec
 from kubernetes_asyncio import client, config
+from yarl import URL
 
 JSON = "application/json"
 PATCH_TYPES = {
@@ -145,6 +146,11 @@ class KubeApi:
         if not host:
             raise ValueError(f"cluster {cluster}: the client configuration names no server")
         self._host: str = host
+        # Paths are joined to the server's URL as they are: yarl parsing each request's URL
+        # string (every binding's differs, so its cache never hits) cost more than any other
+        # step of building the request. A server URL may carry a path (behind a proxy).
+        self._base = URL(host)
+        self._prefix = self._base.raw_path.rstrip("/")
         rest = api_client.rest_client
         self._session: aiohttp.ClientSession = session or rest.pool_manager
         # What the library's request path adds to every request from its configuration.
@@ -189,9 +195,12 @@ class KubeApi:
         headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
         params: list[tuple[str, str | int]] = list(query.items()) if query else []
         await self._client.update_params_for_auth(headers, params, _AUTH)
-        url = self._host + path
+        url: URL | str
         if params:
-            url += "?" + urllib.parse.urlencode(params)
+            url = f"{self._host}{path}?{urllib.parse.urlencode(params)}"
+        else:
+            # `path` is made of API names (RFC 1123 labels and subdomains): nothing to quote.
+            url = self._base.with_path(self._prefix + path, encoded=True)
         response = await self._session.request(
             method,
             url,

@@ -60,12 +60,22 @@ def test_proxy_from_environment(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("prefix", "query"),
+    [
+        ("", {"dryRun": "All"}),
+        ("", {}),
+        ("/k8s/clusters/c-1", {"dryRun": "All", "fieldManager": "a b/c"}),
+        ("/k8s/clusters/c-1/", {}),
+    ],
+    ids=["query", "no-query", "server-path-query", "server-path"],
+)
 async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
-    tmp_path: Path,
+    tmp_path: Path, prefix: str, query: dict[str, str]
 ) -> None:
     """Against a plain HTTP server on loopback that records what arrives: the client's own
     authentication (the kubeconfig's bearer token), the content type asked for, the query and
-    the body as JSON."""
+    the body as JSON, at the server URL's path (a cluster behind a proxy) and the request's."""
     seen: list[tuple[str, str, dict[str, str], dict[str, str], bytes]] = []
 
     async def record(request: web.Request) -> web.Response:
@@ -94,7 +104,9 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                    "clusters": [
+                        {"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}{prefix}"}}
+                    ],
                     "users": [{"name": "u", "user": {"token": "secret-token"}}],
                     "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                     "current-context": "x",
@@ -106,18 +118,18 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
             answer = await api.request(
                 "PATCH",
                 "/api/v1/namespaces/default/pods/p",
-                query={"dryRun": "All"},
+                query=query,
                 body=body,
                 content_type="application/merge-patch+json",
             )
     finally:
         await runner.cleanup()
     assert answer.status == 201
-    [(method, path, headers, query, sent)] = seen
-    assert (method, path, query) == (
+    [(method, path, headers, received, sent)] = seen
+    assert (method, path, received) == (
         "PATCH",
-        "/api/v1/namespaces/default/pods/p",
-        {"dryRun": "All"},
+        prefix.rstrip("/") + "/api/v1/namespaces/default/pods/p",
+        query,
     )
     assert headers["Authorization"] == "Bearer secret-token"
     assert headers["Content-Type"] == "application/merge-patch+json"
