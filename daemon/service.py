@@ -100,7 +100,7 @@ async def _announce(daemon: Daemon, notifier: Notifier) -> None:
     turning (it does every tick at least): a wedged loop or a stuck pump stops the pings,
     and systemd restarts the service after WatchdogSec."""
     await daemon.synced.wait()
-    status = _status(daemon)
+    status = systemd_status(daemon)
     notifier.send(READY, f"STATUS={status}")
     log.info("ready", role=daemon.role)
     watchdog = notifier.watchdog_seconds
@@ -117,7 +117,7 @@ async def _announce(daemon: Daemon, notifier: Notifier) -> None:
             elif not warned:
                 warned = True
                 log.error("the pump is stuck; withholding the watchdog ping")
-        now = _status(daemon)
+        now = systemd_status(daemon)
         if now != status:
             status = now
             lines.append(f"STATUS={status}")
@@ -125,7 +125,8 @@ async def _announce(daemon: Daemon, notifier: Notifier) -> None:
             notifier.send(*lines)
 
 
-def _status(daemon: Daemon) -> str:
+def systemd_status(daemon: Daemon) -> str:
+    """The daemon's STATUS= line for systemd: its role, and any cluster it has not synced."""
     role = {"leader": "acting", "standby": "standby (another holds the lease)"}.get(
         daemon.role, daemon.role
     )

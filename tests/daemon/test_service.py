@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from daemon.service import _status
+from daemon.service import systemd_status
 
 
 class FakeDaemon:
@@ -31,4 +31,4 @@ def test_the_status_names_the_role_and_any_cluster_not_synced(
     role: str, unsynced: list[str], text: str
 ) -> None:
     daemon: Any = FakeDaemon(role, unsynced)
-    assert _status(daemon) == text
+    assert systemd_status(daemon) == text
