@@ -27,7 +27,7 @@ from events.intents import Delete
 from events.objects import Node, Pod
 from events.reasons import CATEGORIES, categorize, heads
 from events.replay import Progress, iso_time, natural_key, paused_gc, rebuild
-from events.schema import Decided, Observed
+from events.schema import Decided, Observed, Started
 from events.state import State
 from events.store import EventLog
 from events.topology import DEFAULT_LEVELS, charge_of
@@ -80,6 +80,7 @@ class _Recorder:
         self.usage: dict[int, list[list[int]]] = {}
         self.totals: dict[int, int] = {}
         self.picture: list[list[Any]] | None = None
+        self.daemon_starts: list[dict[str, Any]] = []
 
     def workload(self, ref: str) -> int:
         index = self.workloads.get(ref)
@@ -126,6 +127,12 @@ class _Recorder:
                 host = self.host(node_key)
                 self.cells[host] = cell
                 self._count(cell, 1, self.state.seq, self.state.now)
+
+    def daemon_started(self, seq: int, event: Started) -> None:
+        """A daemon opened the log here: the decisions after it are its own."""
+        self.daemon_starts.append(
+            {"seq": seq, "at": event.at, "version": event.version, "rules": event.rules}
+        )
 
     def touch(self, seq: int, at: int, node_keys: Iterable[str]) -> None:
         for node_key in node_keys:
@@ -251,6 +258,9 @@ async def _fold_recording(
             elif isinstance(event, Decided):
                 recorder.decided(seq, event)  # its row as the state stood when it was made
                 fold(state, seq, event)
+            elif isinstance(event, Started):
+                recorder.daemon_started(seq, event)
+                fold(state, seq, event)
             else:
                 fold(state, seq, event)
             if seq == chosen:
@@ -275,6 +285,7 @@ def _data(
     if marks_cut:
         marks = [m for m in marks if m["cat"] != "other"][:MAX_MARKS]
     times = [m["at"] for m in marks] + [c[1] for c in recorder.changes]
+    times += [d["at"] for d in recorder.daemon_starts]
     start = min([t for t in (start_ms, *times) if t], default=state.now)
     peaks = {w: max((s[2] for s in series), default=0) for w, series in recorder.usage.items()}
     counts = Counter(m["w"] for m in marks)
@@ -308,6 +319,7 @@ def _data(
         "picture": recorder.snapshot() if recorder.picture is None else recorder.picture,
         "marks": marks,
         "marks_cut": marks_cut,
+        "daemon_starts": recorder.daemon_starts,
         "usage": {str(w): series for w, series in recorder.usage.items()},
     }
 
@@ -327,6 +339,15 @@ def render(data: dict[str, Any]) -> str:
         f"{iso_time(data['start'])} + {span:,.1f} s; {len(data['workloads'])} workload(s), "
         f"{len(data['hosts'])} host(s)",
     ]
+    for start in data["daemon_starts"][:_SHOWN_MARKS]:
+        lines.append(
+            f"daemon started  {iso_time(start['at'])[11:23]}  {start['seq']:>8,}  "
+            f"kbatchd {start['version']}, decision rules {start['rules']}"
+        )
+    if len(data["daemon_starts"]) > _SHOWN_MARKS:
+        lines.append(
+            f"  (+{len(data['daemon_starts']) - _SHOWN_MARKS} more starts: --json lists them)"
+        )
     for index, workload in enumerate(data["workloads"]):
         own = [m for m in data["marks"] if m["w"] == index and m["cat"] != "other"]
         if not own and not workload["peak"]:

@@ -1,8 +1,9 @@
 """The `kbatchd replay --timeline --html` page: one self-contained file (inline CSS, JS and
 SVG, the data as inline JSON; nothing is fetched), drawn by its script from `events.timeline`
-data: a time axis per workload with its decisions as marks and its GPU use as a shaded step,
-and the racks (blocks → racks → hosts, GPUs per host coloured by workload) at a seq chosen
-with the slider or by clicking a mark.
+data: a time axis per workload with its decisions as marks and its GPU use as a shaded step
+(a dashed line across all of them where a daemon started), and the racks (blocks → racks →
+hosts, GPUs per host coloured by workload) at a seq chosen with the slider or by clicking a
+mark.
 
 The script marks ``<body data-ready="true">`` once everything is drawn, and
 ``data-error="..."`` if anything failed: what the headless browser test reads.
@@ -59,6 +60,7 @@ _TEMPLATE: Final = r"""<!DOCTYPE html>
   #timeline .mark.other { stroke: none; }
   #timeline.hide-other .mark.other { display: none; }
   #cursor { stroke: #111; stroke-width: 1; stroke-dasharray: 3 2; }
+  #timeline .start { stroke: #7c3aed; stroke-width: 1.5; stroke-dasharray: 6 3; }
   .controls { display: flex; align-items: center; gap: 10px; margin: 10px 0; flex-wrap: wrap; }
   .controls input[type=range] { flex: 1; min-width: 240px; }
   #seq-label { font-variant-numeric: tabular-nums; min-width: 360px; }
@@ -209,6 +211,13 @@ _TEMPLATE: Final = r"""<!DOCTYPE html>
             info.label + ": " + unit + " held over time (peak " + info.peak + ")");
       }
     });
+    for (const d of data.daemon_starts || []) {
+      const x = xOf(d.at);
+      const line = svg("line", {"class": "start", "x1": x, "x2": x, "y1": top - 6, "y2": height,
+                                "data-seq": d.seq}, root);
+      svg("title", {}, line, clock(d.at) + "  seq " + fmt(d.seq) + "  kbatchd " + d.version +
+          " started (decision rules " + d.rules + ")");
+    }
     for (const m of data.marks) {
       const r = rowOf.get(m.w);
       if (r === undefined) continue;

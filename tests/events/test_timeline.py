@@ -118,12 +118,25 @@ async def test_a_cut_history_still_draws_the_chosen_seq_exactly(
     assert _picture(data) == {"h1": {}, "h2": {LOW: 4}, "h3": {}, "h4": {OTHER: 4}}
 
 
+async def test_daemon_starts_in_the_range_are_listed(told: tuple[Path, Story]) -> None:
+    path, s = told
+    whole = await _timeline(path)
+    later = await _timeline(path, from_seq=s.seqs["start"] + 1)
+    assert [(d["seq"], d["version"], d["rules"]) for d in whole["daemon_starts"]] == [
+        (s.seqs["start"], "0.1.0", "0123456789abcdef"),
+        (s.seqs["restart-daemon"], "0.1.0", "0123456789abcdef"),
+    ]
+    assert [d["seq"] for d in later["daemon_starts"]] == [s.seqs["restart-daemon"]]
+
+
 async def test_the_text_account(told: tuple[Path, Story]) -> None:
     path, _ = told
     text = render(await _timeline(path))
     assert "Job ns/low (c1): peak 8 GPU, 3 decision(s)" in text
     assert re.search(r"preempted by Job ns/high\s+Preempted: evicting ns/low", text)
     assert "not-admitted   Unschedulable: TopologyPlacementFailed" in text
+    assert "daemon started  " in text
+    assert text.count("kbatchd 0.1.0, decision rules 0123456789abcdef") == 2
     assert f"racks at seq {len(story().events):,}: 8 of 16 GPU in use" in text
     assert re.search(r"\n  c1/b1/r1 +4/8 +Job ns/low 4\n", text)
 
@@ -172,6 +185,10 @@ async def test_the_page_draws_in_a_headless_browser(
     body = elements.first("body")
     assert body.get("data-ready") == "true", body.get("data-error")
     assert len(elements.with_class("mark")) == len(data["marks"])
+    assert [int(d["data-seq"]) for d in elements.with_class("start")] == [
+        s.seqs["start"],
+        s.seqs["restart-daemon"],
+    ]
     hosts = elements.with_class("host")
     assert [h["data-node"] for h in hosts] == ["h1", "h2", "h3", "h4"]
     held = [a["data-workload"] for a in elements.with_class("slot") if "data-workload" in a]
