@@ -4,9 +4,9 @@ it opens its log, so that `kbatchd replay --verify` re-decides a log with the se
 daemon had (not whatever config the reader passes) and can tell a change of rules, which makes
 an old log diverge by design, from a decision that does not reproduce.
 
-The rules are the pure core (`events`, `daemon.reconcilers`, `daemon.placement`): decisions
-are a function of the log and of that code alone. The package version does not say which code
-ran (it is bumped at releases, not at every change), so the digest covers their source.
+Decisions are a function of the log and of the rules alone (`RULE_PACKAGES`, `RULE_MODULES`).
+The package version does not say which rules ran (it is bumped at releases, not at every
+change), so the digest covers their source.
 """
 
 from __future__ import annotations
@@ -23,7 +23,27 @@ import msgspec
 from daemon.config import Reconcilers, Settings, Topology
 from events.schema import Started
 
-RULE_PACKAGES: Final = ("events", "daemon.reconcilers", "daemon.placement")
+# The decision rules: what `kbatchd replay --verify` runs again. The reconcilers as the daemon
+# wires them from its settings, the placement library, and the fold whose state they read;
+# not the tools that only read the log (explain, timeline, JSON lines) nor the I/O around them.
+# A test keeps this equal to what those modules import.
+RULE_PACKAGES: Final = ("daemon.reconcilers", "daemon.placement")
+RULE_MODULES: Final = (
+    "daemon.config",
+    "daemon.wiring",
+    "events.expectations",
+    "events.fold",
+    "events.gangs",
+    "events.index",
+    "events.intents",
+    "events.jobs",
+    "events.jobsets",
+    "events.objects",
+    "events.quantity",
+    "events.schema",
+    "events.state",
+    "events.topology",
+)
 # Hex digits kept of the digest: enough that two versions of the rules never share one.
 _DIGEST_LENGTH: Final = 16
 
@@ -37,15 +57,25 @@ def kbatchd_version() -> str:
 
 @functools.cache
 def rules_digest() -> str:
-    """A digest of the source of the decision rules (every ``.py`` of `RULE_PACKAGES`, by
-    package-relative name and content, in name order)."""
+    """A digest of the source of the decision rules (every ``.py`` of `RULE_PACKAGES` and each
+    of `RULE_MODULES`, by name and content, in name order)."""
+    sources = [
+        (f"{package}/{name}", source)
+        for package in RULE_PACKAGES
+        for name, source in _sources(files(package), "")
+    ]
+    sources += [(module, _module_source(module)) for module in RULE_MODULES]
     digest = hashlib.sha256()
-    for package in RULE_PACKAGES:
-        for name, source in sorted(_sources(files(package), "")):
-            digest.update(f"{package}/{name}\0".encode())
-            digest.update(source)
-            digest.update(b"\0")
+    for name, source in sorted(sources):
+        digest.update(f"{name}\0".encode())
+        digest.update(source)
+        digest.update(b"\0")
     return digest.hexdigest()[:_DIGEST_LENGTH]
+
+
+def _module_source(module: str) -> bytes:
+    package, _, name = module.rpartition(".")
+    return (files(package) / f"{name}.py").read_bytes()
 
 
 def _sources(root: Traversable, prefix: str) -> list[tuple[str, bytes]]:

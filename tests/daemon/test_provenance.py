@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import msgspec
 import pytest
@@ -45,3 +47,24 @@ def test_settings_this_kbatchd_cannot_read_are_an_error_naming_the_writer() -> N
         provenance.RecordedSettingsError, match=r"kbatchd 9\.9\.9: .*scheduler_name"
     ):
         provenance.recorded_settings(event)
+
+
+def test_the_rules_are_what_the_reconcilers_placement_and_fold_import() -> None:
+    """A module the decisions come to depend on changes the digest only if it is listed: a
+    fresh interpreter imports the daemon's reconcilers (as wired), placement and the fold,
+    and everything of kbatchd's they load must be a rule."""
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, daemon.wiring, daemon.placement, events.fold; print(*sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    ours = {m for m in loaded if m.startswith(("daemon.", "events."))}
+    in_packages = {
+        m for m in ours if m.startswith(tuple(f"{p}." for p in provenance.RULE_PACKAGES))
+    }
+    assert ours - in_packages - set(provenance.RULE_PACKAGES) == set(provenance.RULE_MODULES)
