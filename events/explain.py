@@ -49,7 +49,7 @@ _BRIEF: Final[tuple[str, ...]] = (
     "spec.completionMode",
     "deletion_ts",
 )
-_TIMES: Final = frozenset({"created", "deletion_ts", "finished"})
+_TIMES: Final = frozenset({"created", "deletion_ts", "finished", "ready_changed"})
 _NOISE: Final = frozenset({"rv", "kind"})
 
 

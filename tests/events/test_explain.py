@@ -11,7 +11,7 @@ import anyio
 import pytest
 from msgspec.structs import replace
 
-from events.explain import ExplainError, explain, render
+from events.explain import ExplainError, explain, flatten, render
 from events.objects import Job, JobSet
 from events.reasons import categorize, heads, placement, render_placement
 from events.store import EventLog
@@ -200,6 +200,20 @@ async def test_a_cluster_scoped_object(told: tuple[Path, Story]) -> None:
     (life,) = data["objects"]
     assert life["ref"] == "Node/c1//h1"
     assert [e["change"] for e in life["entries"]] == ["ADDED"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "shown"),
+    [
+        ("finished", 1_767_225_600_000, "2026-01-01T00:00:00.000+00:00"),
+        ("ready_changed", 1_767_225_600_500, "2026-01-01T00:00:00.500+00:00"),
+        ("deletion_ts", 1_767_225_601_000, "2026-01-01T00:00:01.000+00:00"),
+        ("restart_count", 3, "3"),
+    ],
+)
+def test_times_are_shown_as_times(field: str, value: int, shown: str) -> None:
+    pod = replace(make_pod("p"), **{field: value})
+    assert flatten(pod)[field] == shown
 
 
 # ---------------------------------------------------------------------------------------------
