@@ -13,7 +13,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from events.intents import Create
-from events.schema import Decided, Event, Outcome
+from events.schema import Decided, Event, Observed, Outcome
 from tests.processes import (
     assert_reproduced,
     daemon_config,
@@ -249,7 +249,17 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path:
                 job = await batch.read_namespaced_job("many", "default")
                 assert job.status.succeeded == completions
                 assert not job.status.failed
-    assert len(pods_created(await logged_events(tmp_path / "kbatchd.db"))) == completions
+    events = await logged_events(tmp_path / "kbatchd.db")
+    # A create the kill cut off after the server made the pod has no outcome in the log (the
+    # restarted daemon marks it unconfirmed and finds the pod in its relist): the log's 201s
+    # may be fewer than the pods, never more, and never twice for one name.
+    assert len(pods_created(events)) <= completions
+    ever = {
+        e.obj.name
+        for _, e in events
+        if isinstance(e, Observed) and e.kind == "Pod" and e.obj.labels.get("job-name") == "many"
+    }
+    assert len(ever) == completions  # the cluster never held a pod too many for the Job
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
