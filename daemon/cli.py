@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
@@ -29,6 +29,9 @@ from events.replay import (
 from events.schema import Started
 from events.state import TABLES
 from events.store import EventLog, LogError
+
+if TYPE_CHECKING:  # imported when --verify runs: the reconcilers are not loaded for the rest
+    from daemon.verify import Divergence, Run
 
 EXIT_USAGE = 2
 
@@ -388,7 +391,7 @@ async def _verify(args: argparse.Namespace) -> int:
     return 0 if result.divergence is None else 1
 
 
-def _made_by(run: Any) -> str:
+def _made_by(run: Run | None) -> str:
     """What the daemon that made a decision says about a divergence."""
     if run is None:
         return (
@@ -410,7 +413,7 @@ def _made_by(run: Any) -> str:
     )
 
 
-def render_divergence(path: str, found: Any, run: Any = None) -> str:
+def render_divergence(path: str, found: Divergence, run: Run | None = None) -> str:
     def short(value: Any) -> str:
         text = msgspec.json.encode(value).decode()
         return text if len(text) <= 200 else text[:197] + "..."

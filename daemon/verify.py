@@ -11,7 +11,7 @@ state just before the run.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -41,7 +41,7 @@ class Run(msgspec.Struct):
     # "recorded": decided again with the settings the run recorded; "given": with the ones
     # passed (a config), which `settings_match` says the recorded ones equal or not;
     # "unreadable": the recorded ones could not be read, the previous ones were kept.
-    decided_with: str
+    decided_with: Literal["recorded", "given", "unreadable"]
     settings_match: bool | None = None
 
 
@@ -105,7 +105,7 @@ async def verify(
         match = None
         if settings is not None and recorded is not None:
             match = provenance.decision_settings(settings) == event.settings
-        decided_with = "given"
+        decided_with: Literal["recorded", "given", "unreadable"] = "given"
         if build is not None:
             decided_with = "recorded" if recorded is not None else "unreadable"
             if recorded is not None:
