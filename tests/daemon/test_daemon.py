@@ -8,8 +8,10 @@ import re
 import signal
 import sqlite3
 from collections import Counter
-from contextlib import closing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
+from typing import Any
 
 import anyio.lowlevel
 import pytest
@@ -57,6 +59,16 @@ def _create_then_delete(sim: SimCluster, names: list[str]) -> None:
         sim.registry.create(PODS, "default", _unbound_pod(name))
     for name in names:
         sim.registry.delete(PODS, "default", name, DeleteOptions(grace_seconds=0))
+
+
+@asynccontextmanager
+async def _cluster_and_config(
+    tmp_path: Path, *, time_scale: float = 1.0, **daemon: Any
+) -> AsyncIterator[tuple[SimCluster, Path]]:
+    """An in-process simulated cluster (seed 5) and a daemon config for it (`daemon_config`)."""
+    async with SimCluster.start(topology=TOPOLOGY, seed=5, time_scale=time_scale) as sim:
+        assert sim.kubeconfig_path is not None
+        yield sim, daemon_config(tmp_path, sim.kubeconfig_path, **daemon)
 
 
 def _observed(events: list[tuple[int, object]], kind: str, name: str) -> list[Observed]:
@@ -132,9 +144,10 @@ async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> N
 async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_newest(
     tmp_path: Path,
 ) -> None:
-    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp_path, sim.kubeconfig_path, snapshot_every=1000, keep_snapshots=2)
+    async with _cluster_and_config(tmp_path, snapshot_every=1000, keep_snapshots=2) as (
+        sim,
+        config,
+    ):
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as daemon:
             # 1,200 pods left to another scheduler: as many events as `snapshot_every`, but a
@@ -191,9 +204,7 @@ async def test_snapshots_are_bounded_and_a_restart_folds_only_what_follows_the_n
 
 
 async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: Path) -> None:
-    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp_path, sim.kubeconfig_path, snapshot_every=1000)
+    async with _cluster_and_config(tmp_path, snapshot_every=1000) as (sim, config):
         log = tmp_path / "kbatchd.db"
 
         async def churn(prefix: str, count: int) -> None:
@@ -234,9 +245,7 @@ async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: 
 async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
-    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp_path, sim.kubeconfig_path)
+    async with _cluster_and_config(tmp_path) as (sim, config):
         log = tmp_path / "kbatchd.db"
         created: list[str] = []
         async with spawn(
@@ -277,9 +286,7 @@ async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_n
 async def test_a_second_daemon_on_the_same_log_is_refused_and_the_first_goes_on(
     tmp_path: Path,
 ) -> None:
-    async with SimCluster.start(topology=TOPOLOGY, seed=5) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp_path, sim.kubeconfig_path)
+    async with _cluster_and_config(tmp_path) as (sim, config):
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as first:
             async with spawn("daemon", "run", "--config", str(config)) as second:
@@ -331,9 +338,7 @@ async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
 
 
 async def test_a_partition_past_the_watch_history_relists_the_difference(tmp_path: Path) -> None:
-    async with SimCluster.start(topology=TOPOLOGY, seed=5, time_scale=5) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp_path, sim.kubeconfig_path)
+    async with _cluster_and_config(tmp_path, time_scale=5) as (sim, config):
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as daemon, kube_client(sim.kubeconfig_path) as api:
             core = client.CoreV1Api(api)
