@@ -22,7 +22,7 @@ import msgspec
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.objects import SlimObject
 from events.reasons import CATEGORIES, categorize, heads, placement, render_placement
-from events.replay import Progress, Replayed, iso_time, plain, rebuild
+from events.replay import Progress, Replayed, iso_time, plain, rebuild, started_text
 from events.schema import STARTED_REF, Decided, Event, Observed, Outcome, Started
 from events.state import TABLES
 from events.store import EventLog
@@ -90,16 +90,12 @@ async def explain(
 async def _life(log: EventLog, replayed: Replayed, ref: str) -> dict[str, Any] | None:
     _, cluster, namespace, _ = ref.split("/", 3)
     until = replayed.last_seq
-    if namespace:
-        # Everything in the namespace that has a ref: the object, whatever it controls, and
-        # the decisions about any of them, and the daemon's starts. One scan of the ref
-        # column in SQLite.
-        prefixes = [f"{k}/{cluster}/{namespace}/" for k in TABLES]
-        events = await log.events_under([*prefixes, STARTED_REF], until)
-    else:  # cluster-scoped (a Node): only its own events
-        events = await log.events_for(ref, until)
-        events += await log.events_for(STARTED_REF, until)
-        events.sort(key=lambda pair: pair[0])
+    # One scan of the ref column in SQLite, with the daemon's starts: for a namespaced object
+    # everything in its namespace that has a ref (the object, whatever it controls, and the
+    # decisions about any of them); for a cluster-scoped one (a Node) its own events, and
+    # those of any object whose ref it begins (node n1, node n10), which the family leaves out.
+    prefixes = [f"{k}/{cluster}/{namespace}/" for k in TABLES] if namespace else [ref]
+    events = await log.events_under([*prefixes, STARTED_REF], until)
     family = _family(ref, events)
     chosen: list[tuple[int, Event]] = []
     decisions: dict[int, Decided] = {}
@@ -437,7 +433,7 @@ def _render_entry(entry: dict[str, Any], lead: str) -> list[str]:
         verdict = "ok" if entry["ok"] else f"FAILED {entry['code']} {entry['message']}".rstrip()
         return [f"{lead}{verdict}: {entry['intent']} (decision {entry['decision']:,})"]
     if entry["type"] == "started":
-        return [f"{lead}kbatchd {entry['version']} started (decision rules {entry['rules']})"]
+        return [lead + started_text(entry["version"], entry["rules"])]
     whose = "" if entry["about"] == "self" else f" about {entry['key']}"
     lines = [f"{lead}decided by {entry['reconciler']}{whose} [{entry['category']}]"]
     lines.append(f"{pad}  {entry['reason']}")

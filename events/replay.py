@@ -281,6 +281,11 @@ def iso_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
 
 
+def started_text(version: str, rules: str) -> str:
+    """How a daemon start reads in a history (`describe`, `--explain`)."""
+    return f"kbatchd {version} started (decision rules {rules})"
+
+
 def describe(event: Event) -> str:
     """One line about one event, for object histories."""
     if isinstance(event, Observed):
@@ -304,5 +309,5 @@ def describe(event: Event) -> str:
     if isinstance(event, Tick):
         return "tick"
     if isinstance(event, Started):
-        return f"started: kbatchd {event.version}, decision rules {event.rules}"
+        return started_text(event.version, event.rules)
     raise TypeError(f"unknown event {event!r}")  # pragma: no cover

@@ -14,8 +14,9 @@ from msgspec.structs import replace
 from events.explain import ExplainError, explain, flatten, render
 from events.objects import Job, JobSet
 from events.reasons import categorize, heads, placement, render_placement
+from events.schema import Event, Observed
 from events.store import EventLog
-from tests.events.builders import GPU, make_pod
+from tests.events.builders import GPU, make_node, make_pod
 from tests.events.replay_story import (
     NOT_ADMITTED,
     PREEMPTED,
@@ -214,6 +215,19 @@ async def test_a_cluster_scoped_object(told: tuple[Path, Story]) -> None:
 def test_times_are_shown_as_times(field: str, value: int, shown: str) -> None:
     pod = replace(make_pod("p"), **{field: value})
     assert flatten(pod)[field] == shown
+
+
+async def test_a_node_whose_name_begins_another_tells_only_its_own_life(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    events: list[Event] = [
+        Observed(at=1, cluster="c1", change="ADDED", obj=make_node("n1")),
+        Observed(at=2, cluster="c1", change="ADDED", obj=make_node("n10")),
+        Observed(at=3, cluster="c1", change="MODIFIED", obj=make_node("n10", rack="r2")),
+    ]
+    await write(path, events)
+    async with EventLog.open(path, readonly=True) as log:
+        (life,) = (await explain(log, "Node", "", "n1"))["objects"]
+    assert [(e["seq"], e["ref"]) for e in life["entries"]] == [(1, "Node/c1//n1")]
 
 
 # ---------------------------------------------------------------------------------------------
