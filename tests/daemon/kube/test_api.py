@@ -4,12 +4,21 @@ carries the client's authentication, the content type, the query and the body.""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from aiohttp import web
+from kubernetes_asyncio.client import Configuration
 
-from daemon.kube.api import ConfigError, KubeApi, load_configuration, proxy_from_environment
+from daemon.kube.api import (
+    ConfigError,
+    KubeApi,
+    connection_pool,
+    load_configuration,
+    proxy_from_environment,
+)
 
 PROXY_VARIABLES = (
     "HTTPS_PROXY",
@@ -56,29 +65,52 @@ def test_proxy_from_environment(
     assert proxy_from_environment(server) == expected
 
 
+@asynccontextmanager
+async def answering(
+    handler: Callable[[web.Request], Awaitable[web.Response]],
+) -> AsyncIterator[int]:
+    """A plain HTTP server on loopback answering every request with `handler`; its port."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
 # -- what a request carries ------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("prefix", "query"),
+    ("prefix", "query", "proxied"),
     [
-        ("", {"dryRun": "All"}),
-        ("", {}),
-        ("/k8s/clusters/c-1", {"dryRun": "All", "fieldManager": "a b/c"}),
-        ("/k8s/clusters/c-1/", {}),
+        ("", {"dryRun": "All"}, False),
+        ("", {}, False),
+        ("/k8s/clusters/c-1", {"dryRun": "All", "fieldManager": "a b/c"}, False),
+        ("/k8s/clusters/c-1/", {}, False),
+        ("", {"dryRun": "All"}, True),
+        ("/k8s/clusters/c-1", {}, True),
     ],
-    ids=["query", "no-query", "server-path-query", "server-path"],
+    ids=["query", "no-query", "server-path-query", "server-path", "proxy-query", "proxy-path"],
 )
 async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
-    tmp_path: Path, prefix: str, query: dict[str, str]
+    tmp_path: Path, prefix: str, query: dict[str, str], proxied: bool
 ) -> None:
     """Against a plain HTTP server on loopback that records what arrives: the client's own
     authentication (the kubeconfig's bearer token), the content type asked for, the query and
-    the body as JSON, at the server URL's path (a cluster behind a proxy) and the request's."""
+    the body as JSON, at the server URL's path (a cluster behind a proxy) and the request's.
+    With the kubeconfig's `proxy-url` (the same server, acting as the proxy) the request goes
+    through aiohttp, in the absolute form a proxy is sent."""
     seen: list[tuple[str, str, dict[str, str], dict[str, str], bytes]] = []
+    forms: list[bool] = []
 
     async def record(request: web.Request) -> web.Response:
+        forms.append(request.raw_path.startswith("http://"))
         seen.append(
             (
                 request.method,
@@ -90,23 +122,17 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
         )
         return web.json_response({"kind": "Status", "status": "Success"}, status=201)
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", record)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = runner.addresses[0][1]
+    async with answering(record) as port:
         kubeconfig = tmp_path / "kubeconfig"
+        cluster = {"server": f"http://127.0.0.1:{port}{prefix}"}
+        if proxied:
+            cluster["proxy-url"] = f"http://127.0.0.1:{port}"
         kubeconfig.write_text(
             json.dumps(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
-                    "clusters": [
-                        {"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}{prefix}"}}
-                    ],
+                    "clusters": [{"name": "c", "cluster": cluster}],
                     "users": [{"name": "u", "user": {"token": "secret-token"}}],
                     "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
                     "current-context": "x",
@@ -122,8 +148,6 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
                 body=body,
                 content_type="application/merge-patch+json",
             )
-    finally:
-        await runner.cleanup()
     assert answer.status == 201
     [(method, path, headers, received, sent)] = seen
     assert (method, path, received) == (
@@ -135,6 +159,56 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
     assert headers["Content-Type"] == "application/merge-patch+json"
     assert headers["Accept"] == "application/json"
     assert json.loads(sent) == body
+    assert forms == [proxied]
+
+
+@pytest.mark.anyio
+async def test_a_path_is_quoted_for_the_request_line(tmp_path: Path) -> None:
+    """API names never need quoting; anything else must not break the request line."""
+    paths: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        paths.append(request.raw_path)
+        return web.json_response({}, status=200)
+
+    async with answering(record) as port:
+        kubeconfig = tmp_path / "kubeconfig"
+        server = f"http://127.0.0.1:{port}"
+        kubeconfig.write_text(_GOOD_KUBECONFIG.replace("https://127.0.0.1:6443", server))
+        async with KubeApi.connect("c", str(kubeconfig), None) as api:
+            answer = await api.request("GET", "/api/v1/namespaces/default/pods/a b%ü")
+    assert answer.status == 200
+    assert paths == ["/api/v1/namespaces/default/pods/a%20b%25%C3%BC"]
+
+
+@pytest.mark.parametrize(
+    ("host", "proxy", "expected"),
+    [
+        ("https://10.0.0.1:6443", None, ("10.0.0.1", 6443, True)),
+        ("https://api.cluster.internal", None, ("api.cluster.internal", 443, True)),
+        ("http://[::1]:8080/k8s/clusters/c-1", None, ("::1", 8080, False)),
+        ("https://10.0.0.1:6443", "http://proxy:3128", None),
+    ],
+    ids=["https", "default-port", "ipv6-with-path", "proxied"],
+)
+def test_the_connection_pool_follows_the_configuration(
+    host: str, proxy: str | None, expected: tuple[str, int, bool] | None
+) -> None:
+    configuration = Configuration(host=host)
+    configuration.proxy = proxy
+    configuration.connection_pool_maxsize = 7
+    pool = connection_pool(configuration)
+    if expected is None:
+        assert pool is None
+        return
+    assert pool is not None
+    assert (pool.host, pool.port, pool.tls) == expected
+    assert pool.limit == 7
+
+
+def test_a_server_url_that_is_not_http_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigError, match="cannot use the API server URL 'ftp://x'"):
+        connection_pool(Configuration(host="ftp://x"))
 
 
 _GOOD_KUBECONFIG = """apiVersion: v1
