@@ -337,6 +337,13 @@ def interpret(intent: Intent, response: Response) -> Result:
     if isinstance(intent, Delete) and status == 404:
         return Result(True, status, "already gone")
     if (
+        isinstance(intent, Bind)
+        and status == 409
+        and f'is already assigned to node "{intent.node}"' in response.status_message()
+    ):
+        # The bind was made and its answer lost (a cut connection, then a retry).
+        return Result(True, status, "already bound to that node")
+    if (
         isinstance(intent, Delete)
         and status == 409
         and intent.precondition_uid

@@ -10,6 +10,9 @@ error-409=0.01,latency=5ms`` or the equivalent `Faults` object, changeable at ru
 - ``error-429=P``, ``error-500=P``: an API request fails with 429 TooManyRequests (with
   ``Retry-After``) or 500 InternalError with probability P, before it has any effect.
 - ``error-409=P``: a write (POST/PUT/PATCH/DELETE) fails with 409 Conflict with probability P.
+- ``drop-request=P``: an API request other than a watch gets no answer with probability P: its
+  connection is cut, half the time before the request has any effect and half the time after
+  (a load balancer's timeout, a server restart), so the client cannot know which.
 - ``latency=D``: every API request is delayed by D (real time).
 
 All random choices come from one `random.Random(seed)`: the same seed and the same sequence of
@@ -21,7 +24,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from daemon.sim.errors import STALE, ApiError, conflict, internal_error, too_many_requests
 from daemon.sim.resources import Resource
@@ -29,7 +32,7 @@ from daemon.sim.store import Store
 
 _DURATION: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_RATES: Final = ("drop-watch", "error-429", "error-500", "error-409")
+_RATES: Final = ("drop-watch", "error-429", "error-500", "error-409", "drop-request")
 _DURATIONS: Final = ("expire-history", "latency")
 WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -59,6 +62,7 @@ class Faults:
     error_429: float = 0.0
     error_500: float = 0.0
     error_409: float = 0.0
+    drop_request: float = 0.0
     latency: float = 0.0
     retry_after: int = 1
     seed: int | None = None
@@ -96,6 +100,7 @@ class Faults:
         error_429: float | None = None,
         error_500: float | None = None,
         error_409: float | None = None,
+        drop_request: float | None = None,
         latency: float | None = None,
         expire_history: float | None = None,
     ) -> None:
@@ -105,6 +110,7 @@ class Faults:
             ("error-429", error_429),
             ("error-500", error_500),
             ("error-409", error_409),
+            ("drop-request", drop_request),
         ):
             if value is not None:
                 setattr(self, name.replace("-", "_"), _rate(name, str(value)))
@@ -114,7 +120,8 @@ class Faults:
             self.expire_history = expire_history
 
     def clear(self) -> None:
-        self.drop_watch = self.error_429 = self.error_500 = self.error_409 = self.latency = 0.0
+        self.drop_watch = self.error_429 = self.error_500 = self.error_409 = 0.0
+        self.drop_request = self.latency = 0.0
         self.expire_history = None
 
     def attach(self, store: Store) -> None:
@@ -142,6 +149,12 @@ class Faults:
         if method in WRITE_METHODS and self._hit(self.error_409):
             return conflict(resource.plural, resource.group, name or resource.plural, STALE)
         return None
+
+    def request_drop(self) -> Literal["before", "after"] | None:
+        """Whether to cut one request's connection, and whether before or after its effect."""
+        if not self._hit(self.drop_request):
+            return None
+        return "before" if self.rng.random() < 0.5 else "after"
 
     def drop_watch_now(self) -> bool:
         return self._hit(self.drop_watch)

@@ -302,6 +302,17 @@ class ApiServer:
         fault = self.faults.request_error(request.method, route.resource, route.name)
         if fault is not None:
             raise fault
+        if _is_true(request.query.get("watch")):
+            return await self._serve(request, route)
+        drop = self.faults.request_drop()
+        if drop == "before":
+            _cut(request)
+        response = await self._serve(request, route)
+        if drop == "after":
+            _cut(request)
+        return response
+
+    async def _serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
         method = request.method
         if not route.name:
             if method == "GET":
@@ -512,6 +523,13 @@ class ApiServer:
             }
         )
         return _json(head[:-1] + b',"items":[]}')
+
+
+def _cut(request: web.BaseRequest) -> None:
+    """End the request's connection without an answer (the `drop-request` fault)."""
+    if request.transport is not None:
+        request.transport.abort()
+    raise ConnectionResetError("injected fault: connection cut without an answer")
 
 
 def _too_large(requested: int, current: int) -> ApiError:

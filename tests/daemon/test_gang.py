@@ -3,16 +3,23 @@ through a standard client (the issue's acceptance scenario)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from daemon.sim.cluster import SimCluster
+from daemon.sim.resources import NODES, PODS, by_kind
+from events.intents import Bind
+from events.schema import Decided, Outcome
 from tests.processes import (
+    assert_reproduced,
     daemon_config,
     eventually,
     kube_client,
+    logged_events,
     running_daemon,
     simulated_cluster,
 )
@@ -56,6 +63,35 @@ def member(name: str, group: str) -> dict[str, Any]:
     }
 
 
+# A Workload whose one group of 16 must fit in one rack, and that group.
+WORKLOAD: dict[str, Any] = {
+    "apiVersion": "scheduling.k8s.io/v1alpha2",
+    "kind": "Workload",
+    "metadata": {"name": "train"},
+    "spec": {
+        "podGroupTemplates": [
+            {
+                "name": "main",
+                "schedulingPolicy": {"gang": {"minCount": 16}},
+                "schedulingConstraints": {"topology": [{"key": RACK}]},
+            }
+        ]
+    },
+}
+POD_GROUP: dict[str, Any] = {
+    "apiVersion": "scheduling.k8s.io/v1alpha2",
+    "kind": "PodGroup",
+    "metadata": {"name": "train-main"},
+    "spec": {
+        "podGroupTemplateRef": {
+            "workload": {"workloadName": "train", "podGroupTemplateName": "main"}
+        },
+        "schedulingPolicy": {"gang": {"minCount": 16}},
+        "schedulingConstraints": {"topology": [{"key": RACK}]},
+    },
+}
+
+
 def scheduled(group: dict[str, Any]) -> dict[str, Any]:
     for condition in (group.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodGroupScheduled":
@@ -84,38 +120,8 @@ async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_
 
         await eventually(blockers_bound, within=10, what="the blockers bound by the sim agent")
 
-        await scheduling.create_namespaced_workload(
-            NS,
-            {
-                "apiVersion": "scheduling.k8s.io/v1alpha2",
-                "kind": "Workload",
-                "metadata": {"name": "train"},
-                "spec": {
-                    "podGroupTemplates": [
-                        {
-                            "name": "main",
-                            "schedulingPolicy": {"gang": {"minCount": 16}},
-                            "schedulingConstraints": {"topology": [{"key": RACK}]},
-                        }
-                    ]
-                },
-            },
-        )
-        await scheduling.create_namespaced_pod_group(
-            NS,
-            {
-                "apiVersion": "scheduling.k8s.io/v1alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": "train-main"},
-                "spec": {
-                    "podGroupTemplateRef": {
-                        "workload": {"workloadName": "train", "podGroupTemplateName": "main"}
-                    },
-                    "schedulingPolicy": {"gang": {"minCount": 16}},
-                    "schedulingConstraints": {"topology": [{"key": RACK}]},
-                },
-            },
-        )
+        await scheduling.create_namespaced_workload(NS, WORKLOAD)
+        await scheduling.create_namespaced_pod_group(NS, POD_GROUP)
         names = [f"train-{i:02d}" for i in range(16)]
         for name in names:
             await core.create_namespaced_pod(NS, member(name, "train-main"))
@@ -154,3 +160,48 @@ async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_
         assert racks == {"b0-r1"}
         condition = await group_condition()
         assert (condition["status"], condition["reason"]) == ("True", "Scheduled")
+
+
+async def test_requests_cut_without_an_answer_still_bind_the_gang_whole_into_one_rack(
+    tmp_path: Path,
+) -> None:
+    """A quarter of the daemon's API requests get no answer: cut before the server acts on
+    them, or after (a bind done, its answer lost; retried, the bind is refused as already
+    made, which is done, not failed). The gang still ends up bound, each member by one bind,
+    all in one rack, and the log re-decides to the same decisions."""
+    workloads = by_kind(WORKLOAD["apiVersion"], "Workload")
+    groups = by_kind(POD_GROUP["apiVersion"], "PodGroup")
+    assert workloads is not None
+    assert groups is not None
+    names = [f"train-{i:02d}" for i in range(16)]
+    async with SimCluster.start(topology=TOPOLOGY, seed=11) as sim:
+        assert sim.kubeconfig_path is not None
+        config = daemon_config(tmp_path, sim.kubeconfig_path)
+        async with running_daemon(config) as daemon:
+            sim.faults.set(drop_request=0.25)
+            sim.registry.create(workloads, NS, WORKLOAD)
+            sim.registry.create(groups, NS, POD_GROUP)
+            for name in names:
+                sim.registry.create(PODS, NS, member(name, "train-main"))
+
+            async def scheduled_and_bound() -> list[str] | None:
+                condition = scheduled(sim.get(groups, NS, "train-main") or {})
+                pods = [sim.get(PODS, NS, name) or {} for name in names]
+                nodes = [str(pod.get("spec", {}).get("nodeName") or "") for pod in pods]
+                return nodes if condition.get("status") == "True" and all(nodes) else None
+
+            nodes = await eventually(
+                scheduled_and_bound, within=30, what="PodGroupScheduled=True, 16 members bound"
+            )
+            sim.faults.clear()
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=10) == 0
+        racks = {(sim.get(NODES, "", node) or {})["metadata"]["labels"][RACK] for node in nodes}
+        assert len(racks) == 1
+    events = [event for _, event in await logged_events(tmp_path / "kbatchd.db")]
+    assert [e for e in events if isinstance(e, Outcome) and not e.ok] == []
+    binds = [
+        i.name for e in events if isinstance(e, Decided) for i in e.intents if isinstance(i, Bind)
+    ]
+    assert sorted(binds) == names
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0

@@ -102,6 +102,13 @@ def _create(name: str) -> Create:
             409,
             id="bind-bound-pod-fails",
         ),
+        pytest.param(
+            "bound",
+            Bind("c1", "Pod", "default", "bound", node="b0-r0-h0"),
+            True,
+            409,
+            id="bind-to-the-node-it-is-on-is-done",
+        ),
     ],
 )
 async def test_what_each_answer_means(

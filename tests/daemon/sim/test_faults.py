@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 import anyio
 import pytest
 from kubernetes_asyncio import client, watch
@@ -18,9 +19,11 @@ from tests.daemon.sim.helpers import pod_body
 
 def test_parse_spec() -> None:
     faults = Faults.parse(
-        "drop-watch=0.01,expire-history=30s,error-429=0.05,error-500=0.02,error-409=0.01,latency=5ms"
+        "drop-watch=0.01,expire-history=30s,error-429=0.05,error-500=0.02,error-409=0.01,"
+        "drop-request=0.03,latency=5ms"
     )
     assert faults.drop_watch == 0.01
+    assert faults.drop_request == 0.03
     assert faults.expire_history == 30.0
     assert (faults.error_429, faults.error_500, faults.error_409) == (0.05, 0.02, 0.01)
     assert faults.latency == pytest.approx(0.005)
@@ -93,6 +96,36 @@ async def test_errors_as_clients_see_them(api: client.ApiClient, sim: SimCluster
     # Discovery is never failed: clients must be able to start.
     sim.faults.set(error_500=1.0)
     assert (await client.VersionApi(api).get_code()).major == "1"
+
+
+@pytest.mark.anyio
+async def test_dropped_requests_get_no_answer_and_some_took_effect(
+    api: client.ApiClient, sim: SimCluster
+) -> None:
+    """Every request is cut without an answer: a client cannot tell whether it took effect,
+    and some did (cut after) while others did not (cut before). Watches are left alone."""
+    core = client.CoreV1Api(api)
+    start = (await core.list_namespaced_pod("default")).metadata.resource_version
+    sim.faults.set(drop_request=1.0)
+    names = [f"p{i}" for i in range(20)]
+    for name in names:
+        with pytest.raises(aiohttp.ClientError):
+            await core.create_namespaced_pod("default", pod_body(name))
+    created = {name for name in names if sim.get(PODS, "default", name) is not None}
+    assert 0 < len(created) < len(names)
+    with pytest.raises(aiohttp.ClientError):
+        await core.list_namespaced_pod("default")
+    with anyio.fail_after(5):
+        async with watch.Watch() as w:
+            seen = set()
+            async for event in w.stream(
+                core.list_namespaced_pod, "default", resource_version=start, timeout_seconds=30
+            ):
+                seen.add(event["object"].metadata.name)
+                if seen == created:
+                    break
+    sim.faults.clear()
+    assert {p.metadata.name for p in (await core.list_namespaced_pod("default")).items} == created
 
 
 @pytest.mark.anyio
