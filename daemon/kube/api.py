@@ -151,7 +151,9 @@ def connection_pool(configuration: client.Configuration) -> HttpPool | None:
         return None
     url = URL(configuration.host or "")
     if url.scheme not in ("http", "https") or not url.raw_host or url.port is None:
-        raise ConfigError(f"cannot use the API server URL {configuration.host!r}")
+        raise ConfigError(
+            f"the API server URL {configuration.host!r} is not an http:// or https:// URL"
+        )
     limit = configuration.connection_pool_maxsize
     return HttpPool(
         url.raw_host,
@@ -214,7 +216,11 @@ class KubeApi:
         configuration = await load_configuration(kubeconfig, context)
         if configuration.proxy is None:
             configuration.proxy = proxy_from_environment(configuration.host)
-        pool = connection_pool(configuration)
+        try:
+            pool = connection_pool(configuration)
+        except ConfigError as exc:
+            where = kubeconfig or "the default kubeconfig or in-cluster configuration"
+            raise ConfigError(f"cannot load cluster configuration from {where}: {exc}") from exc
         try:
             async with (
                 client.ApiClient(configuration=configuration) as api_client,

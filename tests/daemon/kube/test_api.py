@@ -206,9 +206,17 @@ def test_the_connection_pool_follows_the_configuration(
     assert pool.limit == 7
 
 
-def test_a_server_url_that_is_not_http_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigError, match="cannot use the API server URL 'ftp://x'"):
-        connection_pool(Configuration(host="ftp://x"))
+@pytest.mark.anyio
+async def test_a_server_url_that_is_not_http_is_a_configuration_error(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(_GOOD_KUBECONFIG.replace("https://127.0.0.1:6443", "ftp://127.0.0.1:6443"))
+    with pytest.raises(ConfigError) as caught:
+        async with KubeApi.connect("c", str(path), None):
+            pass
+    assert str(caught.value) == (
+        f"cannot load cluster configuration from {path}: the API server URL "
+        "'ftp://127.0.0.1:6443' is not an http:// or https:// URL"
+    )
 
 
 _GOOD_KUBECONFIG = """apiVersion: v1
