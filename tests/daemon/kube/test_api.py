@@ -4,6 +4,7 @@ carries the client's authentication, the content type, the query and the body.""
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -68,13 +69,15 @@ def test_proxy_from_environment(
 @asynccontextmanager
 async def answering(
     handler: Callable[[web.Request], Awaitable[web.Response]],
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[int]:
-    """A plain HTTP server on loopback answering every request with `handler`; its port."""
+    """An HTTP server on loopback (HTTPS with `tls`) answering every request with `handler`;
+    its port."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls)
     await site.start()
     try:
         yield runner.addresses[0][1]
@@ -260,3 +263,50 @@ async def test_a_good_kubeconfig_loads(tmp_path: Path) -> None:
     path.write_text(_GOOD_KUBECONFIG)
     configuration = await load_configuration(str(path), None)
     assert configuration.host == "https://127.0.0.1:6443"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("trust", "expected"),
+    [
+        ("certificate-authority", 200),
+        ("insecure-skip-tls-verify", 200),
+        (None, "certificate verify failed"),
+    ],
+    ids=["the-clusters-ca", "verification-off", "no-ca"],
+)
+async def test_https_as_the_kubeconfig_says(
+    tmp_path: Path, certificate: tuple[Path, Path], trust: str | None, expected: int | str
+) -> None:
+    """Requests to an HTTPS server trust what the kubeconfig says: its CA, or nothing when
+    verification is off; a server certificate nobody vouches for is a connection error."""
+    cert, key = certificate
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"kind": "Status"})
+
+    async with answering(hello, tls) as port:
+        cluster: dict[str, object] = {"server": f"https://127.0.0.1:{port}"}
+        if trust == "certificate-authority":
+            cluster[trust] = str(cert)
+        elif trust is not None:
+            cluster[trust] = True
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "clusters": [{"name": "c", "cluster": cluster}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "x",
+                }
+            )
+        )
+        async with KubeApi.connect("c", str(kubeconfig), None) as api:
+            if isinstance(expected, int):
+                assert (await api.request("GET", "/version")).status == expected
+            else:
+                with pytest.raises(OSError, match=expected):
+                    await api.request("GET", "/version")

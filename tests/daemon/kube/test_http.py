@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -372,23 +371,6 @@ async def test_a_closed_pool_refuses_requests() -> None:
 def test_a_pool_needs_room_for_a_connection() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         HttpPool("127.0.0.1", 1, limit=0)
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (openssl, as a cluster's CA would make one)."""
-    where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "server.crt", where / "server.key"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-            "-keyout", str(key), "-out", str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return cert, key
 
 
 async def test_tls_with_the_clusters_ca_and_refused_without_it(
