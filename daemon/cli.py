@@ -26,7 +26,7 @@ from events.replay import (
     render_summary,
     summary,
 )
-from events.schema import Started
+from events.schema import STARTED_REF, Started
 from events.state import TABLES
 from events.store import EventLog, LogError
 
@@ -244,7 +244,8 @@ async def _replay_mode(args: argparse.Namespace) -> int:
             data = await show(log, replayed, args.show)
             print(_json(data) if args.json else render_show(data))
         else:
-            data = summary(replayed, str(args.log))
+            starts = await log.events_for(STARTED_REF, until=replayed.last_seq)
+            data = summary(replayed, str(args.log), starts)
             print(_json(data) if args.json else render_summary(data))
     return 0
 

@@ -15,7 +15,7 @@ from daemon.config import Cluster, Daemon, Settings
 from daemon.sim.cluster import SimCluster
 from daemon.supervisor import Daemon as Supervisor
 from events.replay import describe, iso_time, rebuild, render_summary, summary
-from events.schema import Decided, Outcome
+from events.schema import STARTED_REF, Decided, Outcome
 from events.store import EventLog
 
 TOPOLOGY = "blocks=2,racks=4,hosts=8,gpus=8,cpu=96,memory=1Ti"
@@ -332,5 +332,6 @@ async def _account(path: Path) -> None:
         async for _, logged in log.read():
             failed += isinstance(logged, Outcome) and not logged.ok
         print()
-        print(render_summary(summary(replayed, str(path))))
+        starts = await log.events_for(STARTED_REF)
+        print(render_summary(summary(replayed, str(path), starts)))
         print(f"failed intents: {failed}")

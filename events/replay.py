@@ -207,7 +207,11 @@ def natural_key(text: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
-def summary(replayed: Replayed, log_path: str) -> dict[str, Any]:
+def summary(
+    replayed: Replayed, log_path: str, starts: Sequence[tuple[int, Event]] = ()
+) -> dict[str, Any]:
+    """What `kbatchd replay LOG` prints; `starts`: the log's `Started` events up to the point
+    (`STARTED_REF`), which say which kbatchd wrote the state."""
     state = replayed.state
     depth = max(1, len(state.topology.levels) - 1)
     return {
@@ -218,6 +222,11 @@ def summary(replayed: Replayed, log_path: str) -> dict[str, Any]:
         "now": iso_time(state.now),
         "counts": state.counts(),
         "inflight": len(state.inflight),
+        "starts": [
+            {"seq": seq, "at": iso_time(e.at), "version": e.version, "rules": e.rules}
+            for seq, e in starts
+            if isinstance(e, Started) and seq <= state.seq
+        ],
         "levels": list(state.topology.levels),
         "occupancy": occupancy(state.topology, depth),
     }
@@ -235,6 +244,13 @@ def render_summary(data: dict[str, Any]) -> str:
         "objects  " + "  ".join(f"{kind} {n:,}" for kind, n in data["counts"].items() if n),
         f"decisions in flight  {data['inflight']}",
     ]
+    starts = data["starts"]
+    if starts:
+        newest = starts[-1]
+        lines.append(
+            f"daemon starts  {len(starts)}, the newest at seq {newest['seq']:,} ({newest['at']}): "
+            + started_text(newest["version"], newest["rules"])
+        )
     occ: dict[str, dict[str, dict[str, int]]] = data["occupancy"]
     if occ:
         lines.append("topology  " + " → ".join(data["levels"]))

@@ -113,6 +113,25 @@ def test_replay_takes_the_topology_levels_its_daemon_recorded(
     assert json.loads(capsys.readouterr().out)["levels"] == levels
 
 
+def test_the_summary_says_which_kbatchd_wrote_the_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "log.db"
+    anyio.run(_write_started_log, path)
+    assert main(["replay", str(path), "--json"]) == 0
+    [start] = json.loads(capsys.readouterr().out)["starts"]
+    assert (start["seq"], start["version"], start["rules"]) == (
+        1,
+        provenance.kbatchd_version(),
+        provenance.rules_digest(),
+    )
+    assert main(["replay", str(path)]) == 0
+    assert (
+        f"daemon starts  1, the newest at seq 1 ({start['at']}): kbatchd "
+        f"{start['version']} started (decision rules {start['rules']})"
+    ) in capsys.readouterr().out
+
+
 def test_json_summary_until_a_seq_before_the_snapshot(
     log_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +141,7 @@ def test_json_summary_until_a_seq_before_the_snapshot(
     assert data["snapshot"] is None
     assert data["folded"] == 100
     assert data["counts"]["Node"] == 64
+    assert data["starts"] == []  # a log no daemon wrote
     leaf_free = {
         domain: amounts["capacity"].get("pods", 0) - amounts["used"].get("pods", 0)
         for domain, amounts in data["occupancy"].items()
