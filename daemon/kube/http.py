@@ -19,6 +19,10 @@ from typing import Any, Final
 
 # A status line and headers longer than this are not an API server's.
 MAX_HEAD: Final = 64 * 1024
+# A connection idle for longer is closed instead of reused (aiohttp's default): a NAT or load
+# balancer may have forgotten it without a word, and a request written into it would wait
+# for its whole deadline.
+KEEPALIVE_SECONDS: Final = 15.0
 _NO_BODY: Final = frozenset({204, 304})
 
 # status, body, the Retry-After header (None without one).
@@ -49,6 +53,7 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[Answer] | None = None
         self.closed = False
         self.used = False  # has completed an exchange before: the server may have closed it
+        self.idle_since = 0.0  # loop time of the end of its last exchange
         self._expect_body = True
         self._start()
 
@@ -254,6 +259,7 @@ class HttpPool:
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
         limit: int = 100,
+        keepalive: float = KEEPALIVE_SECONDS,
     ) -> None:
         if limit < 1:
             raise ValueError(f"a connection pool needs a limit of at least 1, not {limit}")
@@ -262,6 +268,7 @@ class HttpPool:
         self._server_hostname = server_hostname
         self.tls = ssl_context is not None
         self.limit = limit
+        self.keepalive = keepalive
         self._open: set[_Connection] = set()
         self._idle: list[_Connection] = []
         self._connecting = 0
@@ -310,10 +317,15 @@ class HttpPool:
             if self._closed:
                 raise ConnectionError(f"the connection pool to {self.host}:{self.port} is closed")
             idle = self._idle
-            while idle:
-                connection = idle.pop()  # the most recently used: warm, least likely timed out
-                if not connection.closed:
-                    return connection
+            if idle:
+                now = asyncio.get_running_loop().time()
+                while idle:
+                    connection = idle.pop()  # the most recently used: warm, least likely gone
+                    if connection.closed:
+                        continue
+                    if now - connection.idle_since < self.keepalive:
+                        return connection
+                    connection.close()
             if len(self._open) + self._connecting < self.limit:
                 return await self._connect(deadline)
             loop = asyncio.get_running_loop()
@@ -362,6 +374,7 @@ class HttpPool:
         if not connection.keep_alive or self._closed:
             connection.close()
             return
+        connection.idle_since = asyncio.get_running_loop().time()
         self._idle.append(connection)
         self._wake()
 

@@ -182,6 +182,18 @@ async def test_answers_are_read_exactly_and_connections_reused(
     assert pool.connections_made == connections
 
 
+@pytest.mark.parametrize(("keepalive", "connections"), [(60.0, 1), (0.0, 3)])
+async def test_a_connection_idle_too_long_is_not_reused(keepalive: float, connections: int) -> None:
+    """Idle past `keepalive` (0: any idle time at all), a connection is closed, not written
+    to: a middlebox may have dropped it silently."""
+    async with serving([ok(b"")] * 3) as server:
+        pool = HttpPool("127.0.0.1", server.port, keepalive=keepalive)
+        for _ in range(3):
+            assert (await pool.request(GET, None, within=5))[0] == 200
+        await pool.close()
+    assert server.connections == pool.connections_made == connections
+
+
 async def test_a_body_up_to_the_end_of_the_connection() -> None:
     async def old_server(writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.0 200 OK\r\n\r\nall of it")
