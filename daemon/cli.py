@@ -14,7 +14,6 @@ import msgspec
 from daemon import config, eventloop, provenance
 from daemon.config import ConfigError, Settings
 from daemon.heap import relax_collector
-from daemon.kube.api import ConfigError as ApiConfigError
 from daemon.logs import redact_text
 from events.replay import (
     Replayed,
@@ -43,8 +42,10 @@ class CliError(Exception):
 # Errors that are the user's to fix: one line on stderr, exit code 2, nothing started (or,
 # for the cluster configuration, nothing acted on). systemd does not restart on them
 # (RestartPreventExitStatus=2): a restart cannot fix a configuration. (A taken health port
-# and impossible tracing settings are ConfigErrors too.)
-USER_ERRORS = (LogError, CliError, ConfigError, ApiConfigError)
+# and impossible tracing settings are ConfigErrors too, and so is an unusable kubeconfig:
+# `daemon.kube.api.ConfigError`, a subclass, so that commands that never reach a cluster do not
+# import the Kubernetes client to name it.)
+USER_ERRORS = (LogError, CliError, ConfigError)
 
 
 class _Parser(argparse.ArgumentParser):

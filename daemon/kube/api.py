@@ -22,6 +22,7 @@ import msgspec
 from kubernetes_asyncio import client, config
 from yarl import URL
 
+from daemon import config as config_file
 from daemon.kube.http import HttpPool
 
 JSON = "application/json"
@@ -62,8 +63,9 @@ class _Status(msgspec.Struct):
     reason: str = ""
 
 
-class ConfigError(Exception):
-    """No usable cluster configuration (kubeconfig or in-cluster)."""
+class ConfigError(config_file.ConfigError):
+    """No usable cluster configuration (kubeconfig or in-cluster): a configuration error like
+    one of kbatchd's own file, and reported the same way."""
 
 
 async def load_configuration(kubeconfig: str | None, context: str | None) -> client.Configuration:

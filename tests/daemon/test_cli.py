@@ -78,6 +78,20 @@ def test_summary_counts_objects_and_topology(
     assert "gpu " in out
 
 
+def test_reading_a_log_does_not_load_the_kubernetes_client(log_file: Path) -> None:
+    """`kbatchd replay` (and `place`) never talk to a cluster: the client and its thousand
+    generated model classes would be a third of their start-up."""
+    code = (
+        "import sys; from daemon.cli import main; "
+        f"code = main(['replay', {str(log_file)!r}, '--json']); "
+        "print(code, sorted(m for m in sys.modules if m.startswith(('kubernetes', 'aiohttp'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.splitlines()[-1] == "0 []"
+
+
 LEVELS = ["example.com/rack", "kubernetes.io/hostname"]
 
 
