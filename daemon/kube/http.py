@@ -343,28 +343,40 @@ class HttpPool:
 
     async def _connect(self, deadline: float) -> _Connection:
         loop = asyncio.get_running_loop()
+        made: list[_Connection] = []  # what the transport made, to close on any failure
+
+        def protocol() -> _Connection:
+            made.append(_Connection(self))
+            return made[-1]
+
         self._connecting += 1
         try:
             async with asyncio.timeout_at(deadline):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(self),
+                await loop.create_connection(
+                    protocol,
                     self.host,
                     self.port,
                     ssl=self._ssl,
                     server_hostname=self._server_hostname if self._ssl is not None else None,
                 )
-        except TimeoutError:
-            raise TimeoutError(f"connecting to {self.host}:{self.port} timed out") from None
-        except OSError as exc:
-            raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        except BaseException as exc:
+            for connection in made:
+                connection.close(abort=True)
+            if isinstance(exc, TimeoutError):
+                raise TimeoutError(f"connecting to {self.host}:{self.port} timed out") from None
+            if isinstance(exc, OSError):
+                raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+            raise
         finally:
             self._connecting -= 1
             self._wake()
-        self.connections_made += 1
-        if connection.closed:  # lost already while the handshake finished
+        [connection] = made
+        if self._closed or connection.closed:  # closed meanwhile, or lost as it was made
+            connection.close(abort=True)
             raise Disconnected(
-                f"the connection to {self.host}:{self.port} closed at once", answered=False
+                f"the connection to {self.host}:{self.port} closed as it was made", answered=False
             )
+        self.connections_made += 1
         self._open.add(connection)
         return connection
 

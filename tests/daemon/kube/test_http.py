@@ -371,6 +371,24 @@ async def test_a_refused_connection_names_the_server() -> None:
         await pool.request(GET, None, within=5)
 
 
+async def test_a_connection_not_made_in_time_is_a_timeout() -> None:
+    """A server that accepts but never finishes the TLS handshake."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    listener = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        pool = HttpPool("127.0.0.1", port, ssl_context=ssl.create_default_context())
+        with pytest.raises(TimeoutError, match=f"connecting to 127.0.0.1:{port} timed out"):
+            await pool.request(GET, None, within=0.2)
+        assert pool.connections_made == 0
+        await pool.close()
+    finally:
+        listener.close()
+
+
 async def test_a_closed_pool_refuses_requests() -> None:
     async with serving([ok(b"")]) as server:
         pool = HttpPool("127.0.0.1", server.port)
