@@ -306,7 +306,7 @@ class HttpPool:
         self, connection: _Connection, request: bytes, expect_body: bool, deadline: float
     ) -> Answer:
         waiter = connection.send(request, expect_body=expect_body)
-        timer = asyncio.get_running_loop().call_at(deadline, _expire, waiter)
+        timer = asyncio.get_running_loop().call_at(deadline, _expire, waiter, "no answer")
         try:
             return await waiter
         finally:
@@ -331,7 +331,7 @@ class HttpPool:
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.append(waiter)  # `_wake` passes over those timed out or cancelled
-            timer = loop.call_at(deadline, _expire, waiter)
+            timer = loop.call_at(deadline, _expire, waiter, "no free connection")
             try:
                 await waiter
             except BaseException:
@@ -416,6 +416,6 @@ class HttpPool:
                 waiter.set_result(None)  # wakes to find the pool closed
 
 
-def _expire(waiter: asyncio.Future[Any]) -> None:
+def _expire(waiter: asyncio.Future[Any], what: str) -> None:
     if not waiter.done():
-        waiter.set_exception(TimeoutError("no answer within the request's timeout"))
+        waiter.set_exception(TimeoutError(f"{what} within the request's timeout"))

@@ -317,7 +317,7 @@ async def test_a_request_given_up_drops_its_connection(give_up: str) -> None:
         # One connection at most: one kept after giving up would block the next request.
         pool = HttpPool("127.0.0.1", server.port, limit=1)
         if give_up == "timeout":
-            with pytest.raises(TimeoutError):
+            with pytest.raises(TimeoutError, match="no answer"):
                 await pool.request(GET, None, within=0.2)
             assert stalled.is_set()
         else:
@@ -356,7 +356,7 @@ async def test_waiting_for_a_busy_pool_times_out() -> None:
         pool = HttpPool("127.0.0.1", server.port, limit=1)
         first = asyncio.ensure_future(pool.request(GET, None, within=10))
         await asyncio.sleep(0.05)
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match="no free connection"):
             await pool.request(GET, None, within=0.1)
         release.set()
         assert (await first)[0] == 200
