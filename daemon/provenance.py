@@ -28,6 +28,9 @@ from events.schema import Started
 # not the tools that only read the log (explain, timeline, JSON lines) nor the I/O around them.
 # A test keeps this equal to what those modules import.
 RULE_PACKAGES: Final = ("daemon.reconcilers", "daemon.placement")
+# Modules of those packages that only `kbatchd place` uses (reading its JSON request, printing
+# its answer): a what-if tool, never part of a decision.
+NOT_RULES: Final = ("daemon.placement.cli", "daemon.placement.request")
 RULE_MODULES: Final = (
     "daemon.config",
     "daemon.wiring",
@@ -57,12 +60,13 @@ def kbatchd_version() -> str:
 
 @functools.cache
 def rules_digest() -> str:
-    """A digest of the source of the decision rules (every ``.py`` of `RULE_PACKAGES` and each
-    of `RULE_MODULES`, by name and content, in name order)."""
+    """A digest of the source of the decision rules (every ``.py`` of `RULE_PACKAGES` but
+    `NOT_RULES`, and each of `RULE_MODULES`, by name and content, in name order)."""
     sources = [
         (f"{package}/{name}", source)
         for package in RULE_PACKAGES
         for name, source in _sources(files(package), "")
+        if _module_name(package, name) not in NOT_RULES
     ]
     sources += [(module, _module_source(module)) for module in RULE_MODULES]
     digest = hashlib.sha256()
@@ -71,6 +75,23 @@ def rules_digest() -> str:
         digest.update(source)
         digest.update(b"\0")
     return digest.hexdigest()[:_DIGEST_LENGTH]
+
+
+def package_modules() -> list[str]:
+    """Every module of `RULE_PACKAGES` (``__init__`` as the package itself), from its files."""
+    return sorted(
+        _module_name(package, name)
+        for package in RULE_PACKAGES
+        for name, _ in _sources(files(package), "")
+    )
+
+
+def _module_name(package: str, path: str) -> str:
+    """``daemon.placement`` + ``tree.py`` → ``daemon.placement.tree``."""
+    parts = [package, *path.removesuffix(".py").split("/")]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _module_source(module: str) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from importlib.resources.abc import Traversable
 
 import msgspec
 import pytest
@@ -51,14 +52,13 @@ def test_settings_this_kbatchd_cannot_read_are_an_error_naming_the_writer() -> N
 
 def test_the_rules_are_what_the_reconcilers_placement_and_fold_import() -> None:
     """A module the decisions come to depend on changes the digest only if it is listed: a
-    fresh interpreter imports the daemon's reconcilers (as wired), placement and the fold,
-    and everything of kbatchd's they load must be a rule."""
+    fresh interpreter imports the daemon's reconcilers (as wired and as run), placement and
+    the fold; everything of kbatchd's they load must be a rule, and every module of the rule
+    packages they do not load must be one of `NOT_RULES` (so that editing it, `kbatchd
+    place`'s own code, does not tell `--verify` the rules changed)."""
+    imports = "daemon.wiring, daemon.reconcilers.runner, daemon.placement, events.fold"
     loaded = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, daemon.wiring, daemon.placement, events.fold; print(*sys.modules)",
-        ],
+        [sys.executable, "-c", f"import sys, {imports}; print(*sys.modules)"],
         capture_output=True,
         text=True,
         check=True,
@@ -68,3 +68,31 @@ def test_the_rules_are_what_the_reconcilers_placement_and_fold_import() -> None:
         m for m in ours if m.startswith(tuple(f"{p}." for p in provenance.RULE_PACKAGES))
     }
     assert ours - in_packages - set(provenance.RULE_PACKAGES) == set(provenance.RULE_MODULES)
+    unloaded = set(provenance.package_modules()) - in_packages - set(provenance.RULE_PACKAGES)
+    assert unloaded == set(provenance.NOT_RULES)
+
+
+@pytest.mark.parametrize(
+    ("module", "changes"),
+    [
+        ("daemon.placement.tree", True),
+        ("daemon.reconcilers.runner", True),
+        ("daemon.placement.cli", False),
+        ("daemon.placement.request", False),
+    ],
+)
+def test_an_edit_changes_the_digest_only_in_a_rule(
+    monkeypatch: pytest.MonkeyPatch, module: str, changes: bool
+) -> None:
+    package, _, name = module.rpartition(".")
+    sources = provenance._sources
+
+    def edited(root: Traversable, prefix: str) -> list[tuple[str, bytes]]:
+        found = sources(root, prefix)
+        if str(root).endswith(package.replace(".", "/")):
+            found = [(n, s + b"\n# edited" if n == f"{name}.py" else s) for n, s in found]
+        return found
+
+    before = provenance.rules_digest.__wrapped__()
+    monkeypatch.setattr(provenance, "_sources", edited)
+    assert (provenance.rules_digest.__wrapped__() != before) is changes
