@@ -220,14 +220,15 @@ class KubeApi:
             configuration.proxy = proxy_from_environment(configuration.host)
         try:
             pool = connection_pool(configuration)
-        except ConfigError as exc:
+            api_client = client.ApiClient(configuration=configuration)
+        except (ConfigError, OSError) as exc:  # ssl.SSLError is an OSError
             where = kubeconfig or "the default kubeconfig or in-cluster configuration"
-            raise ConfigError(f"cannot load cluster configuration from {where}: {exc}") from exc
+            detail = str(exc)
+            if not isinstance(exc, ConfigError):
+                detail = f"its TLS certificates or key cannot be loaded: {exc}"
+            raise ConfigError(f"cannot load cluster configuration from {where}: {detail}") from exc
         try:
-            async with (
-                client.ApiClient(configuration=configuration) as api_client,
-                _own_session(api_client) as session,
-            ):
+            async with api_client, _own_session(api_client) as session:
                 yield cls(cluster, api_client, session, pool)
         finally:
             if pool is not None:

@@ -209,17 +209,46 @@ def test_the_connection_pool_follows_the_configuration(
     assert pool.limit == 7
 
 
+_NOT_PEM = "bm90IGEgY2VydAo="  # base64 of "not a cert"
+
+
 @pytest.mark.anyio
-async def test_a_server_url_that_is_not_http_is_a_configuration_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("before", "after", "detail"),
+    [
+        pytest.param(
+            "https://127.0.0.1:6443",
+            "ftp://127.0.0.1:6443",
+            "the API server URL 'ftp://127.0.0.1:6443' is not an http:// or https:// URL",
+            id="not-http",
+        ),
+        pytest.param(
+            "{token: t}",
+            f"{{client-certificate-data: {_NOT_PEM}, client-key-data: {_NOT_PEM}}}",
+            "its TLS certificates or key cannot be loaded: [SSL]",
+            id="client-certificate-not-pem",
+        ),
+        pytest.param(
+            "server: ",
+            f"certificate-authority-data: {_NOT_PEM}, server: ",
+            "its TLS certificates or key cannot be loaded: ",
+            id="ca-not-pem",
+        ),
+    ],
+)
+async def test_a_kubeconfig_whose_server_or_certificates_cannot_be_used_is_one_line(
+    tmp_path: Path, before: str, after: str, detail: str
+) -> None:
+    """Found when connecting, not when loading: one line naming the file, no traceback."""
     path = tmp_path / "kubeconfig"
-    path.write_text(_GOOD_KUBECONFIG.replace("https://127.0.0.1:6443", "ftp://127.0.0.1:6443"))
+    assert before in _GOOD_KUBECONFIG
+    path.write_text(_GOOD_KUBECONFIG.replace(before, after))
     with pytest.raises(ConfigError) as caught:
         async with KubeApi.connect("c", str(path), None):
             pass
-    assert str(caught.value) == (
-        f"cannot load cluster configuration from {path}: the API server URL "
-        "'ftp://127.0.0.1:6443' is not an http:// or https:// URL"
-    )
+    message = str(caught.value)
+    assert message.startswith(f"cannot load cluster configuration from {path}: {detail}")
+    assert "\n" not in message
 
 
 _GOOD_KUBECONFIG = """apiVersion: v1
