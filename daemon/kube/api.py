@@ -3,8 +3,8 @@
 The client library supplies kubeconfig and in-cluster configuration, authentication, TLS
 settings and the aiohttp session; kbatchd sends and receives raw bytes and decodes them with
 msgspec into slim structs, never building the generated model objects (too slow for the watch
-path). One-shot requests go through `daemon.kube.http`'s connection pool (a quarter of
-aiohttp's CPU a request); watches, and every request through a proxy, through aiohttp.
+path). Requests and watches go through `daemon.kube.http`'s connection pool (a third of
+aiohttp's CPU a request); through a proxy, everything goes through aiohttp.
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
 
 
 def connection_pool(configuration: client.Configuration) -> HttpPool | None:
-    """The pool for one-shot requests to the configured server; None when they go through a
-    proxy (aiohttp's client speaks to proxies)."""
+    """The pool for requests and watches to the configured server; None when they go
+    through a proxy (aiohttp's client speaks to proxies)."""
     if configuration.proxy:
         return None
     url = URL(configuration.host or "")
@@ -286,13 +286,26 @@ class KubeApi:
             return await self._request_aiohttp(
                 method, path, query, body, content_type, request_timeout
             )
+        data = None if body is None else _encode(body)
+        head = await self._head(method, path, query, content_type, data)
+        status, answer, retry_after = await self._pool.request(head, data, within=request_timeout)
+        return Response(status, answer, _retry_after(retry_after))
+
+    async def _head(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | int] | None,
+        content_type: str,
+        data: bytes | None,
+    ) -> bytes:
+        """A request's line and headers for the pool, authenticated as the library would."""
         headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
         params: list[tuple[str, str | int]] = list(query.items()) if query else []
         await self._client.update_params_for_auth(headers, params, _AUTH)
         target = urllib.parse.quote(self._prefix + path, safe=_PATH_SAFE)
         if params:
             target = f"{target}?{urllib.parse.urlencode(params)}"
-        data = None if body is None else _encode(body)
         lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority}"]
         for name, value in headers.items():
             value = str(value)
@@ -302,9 +315,7 @@ class KubeApi:
         if data is not None:
             lines.append(f"Content-Length: {len(data)}")
         lines.append("\r\n")
-        head = "\r\n".join(lines).encode("latin-1")
-        status, answer, retry_after = await self._pool.request(head, data, within=request_timeout)
-        return Response(status, answer, _retry_after(retry_after))
+        return "\r\n".join(lines).encode("latin-1")
 
     async def _request_aiohttp(
         self,
@@ -338,19 +349,45 @@ class KubeApi:
         read, so that a burst of events is handled together. A non-2xx answer
         raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
         timeout (the inactivity deadline: the server sends bookmarks well within it)."""
-        timeout = aiohttp.ClientTimeout(sock_connect=connect_timeout, sock_read=read_timeout)
+        if self._pool is None:
+            chunks = self._stream_aiohttp(path, query, connect_timeout, read_timeout)
+        else:
+            chunks = self._stream_pool(self._pool, path, query, connect_timeout, read_timeout)
+        pending = b""
+        async for chunk in chunks:
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            complete = [line for line in lines if line.strip()]
+            if complete:
+                yield complete
+        if pending.strip():
+            yield [pending]
+
+    async def _stream_pool(
+        self,
+        pool: HttpPool,
+        path: str,
+        query: Mapping[str, str | int],
+        connect: float,
+        read: float,
+    ) -> AsyncIterator[bytes]:
+        head = await self._head("GET", path, query, JSON, None)
+        async with pool.stream(head, within=connect, idle=read) as stream:
+            if not 200 <= stream.status < 300:
+                body = b"".join([piece async for piece in stream])
+                raise WatchHttpError(Response(stream.status, body))
+            async for piece in stream:
+                yield piece
+
+    async def _stream_aiohttp(
+        self, path: str, query: Mapping[str, str | int], connect: float, read: float
+    ) -> AsyncIterator[bytes]:
+        timeout = aiohttp.ClientTimeout(sock_connect=connect, sock_read=read)
         async with self._send("GET", path, query=query, request_timeout=timeout) as response:
             if not 200 <= response.status < 300:
                 raise WatchHttpError(Response(response.status, await response.read()))
-            pending = b""
             async for chunk in response.content.iter_any():
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                complete = [line for line in lines if line.strip()]
-                if complete:
-                    yield complete
-            if pending.strip():
-                yield [pending]
+                yield chunk
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -1,13 +1,13 @@
-"""HTTP/1.1 for the API server's one-shot requests: a keep-alive connection pool on the event
-loop's own transports.
+"""HTTP/1.1 to the API server: a keep-alive connection pool on the event loop's own
+transports, for one-shot requests and for watches (answers read as they arrive).
 
 aiohttp's client costs about 75 µs of CPU a request against the simulated API server on
-loopback, this pool about 23 µs, and a run of 15,000 gang workloads makes 110,000 of them
+loopback, this pool about 25 µs, and a run of 15,000 gang workloads makes 110,000 of them
 (bindings and status writes): seconds of a CPU-bound daemon. Only what talking to an API
 server needs is here: keep-alive, Content-Length and chunked bodies, TLS with the client
-library's settings, a deadline per request. No redirects, cookies, compression (none is asked
-for) or proxies: `daemon.kube.api` sends requests through a configured proxy, and every watch,
-with aiohttp.
+library's settings, a deadline per request, an inactivity deadline and back-pressure for
+streams. No redirects, cookies, compression (none is asked for) or proxies: with a proxy
+configured, `daemon.kube.api` sends everything through aiohttp instead.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypeVar
 
 # A status line and headers longer than this are not an API server's.
 MAX_HEAD: Final = 64 * 1024
@@ -27,6 +29,7 @@ _NO_BODY: Final = frozenset({204, 304})
 
 # status, body, the Retry-After header (None without one).
 Answer = tuple[int, bytes, str | None]
+T = TypeVar("T")
 
 
 class ProtocolError(ConnectionError):
@@ -54,6 +57,9 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.used = False  # has completed an exchange before: the server may have closed it
         self.idle_since = 0.0  # loop time of the end of its last exchange
+        self.last_received = 0.0  # loop time of the newest bytes received
+        # Set for a streaming exchange (a watch): the body goes there as it arrives.
+        self.stream: Stream | None = None
         self._expect_body = True
         self._start()
 
@@ -81,10 +87,13 @@ class _Connection(asyncio.Protocol):
             self.close(abort=True)
             return
         self.received = True
+        self.last_received = asyncio.get_running_loop().time()
         self.buffer += data
         try:
             answer = self._parse()
         except ProtocolError as exc:
+            if self.stream is not None:
+                self.stream.fail(exc)
             waiter.set_exception(exc)
             self.close(abort=True)
             return
@@ -98,25 +107,33 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         self.pool._forget(self)
         waiter = self.waiter
+        stream = self.stream
         if waiter is None or waiter.done():
             return
         if self._head_done and self._length < 0 and not self._chunked:
             # A body delimited by the end of the connection (HTTP/1.0 style) is complete.
+            if stream is not None:
+                stream.end()
             waiter.set_result((self._status, bytes(self.buffer), self._retry_after))
             return
         reason = f": {exc}" if exc is not None else ""
-        waiter.set_exception(
-            Disconnected(
-                f"the server closed the connection before its answer was complete{reason}",
-                answered=self.received,
-            )
+        lost = Disconnected(
+            f"the server closed the connection before its answer was complete{reason}",
+            answered=self.received,
         )
+        if stream is not None:
+            stream.fail(lost)
+        waiter.set_exception(lost)
 
     # -- exchange ----------------------------------------------------------------------------
 
-    def send(self, request: bytes, *, expect_body: bool) -> asyncio.Future[Answer]:
+    def send(
+        self, request: bytes, *, expect_body: bool, stream: Stream | None = None
+    ) -> asyncio.Future[Answer]:
+        """Write a request; the future is its answer (for a `stream`, the end of its body)."""
         self._start()
         self._expect_body = expect_body
+        self.stream = stream
         waiter = self.waiter = asyncio.get_running_loop().create_future()
         assert self.transport is not None
         self.transport.write(request)
@@ -151,7 +168,15 @@ class _Connection(asyncio.Protocol):
             if 100 <= self._status < 200:  # an interim answer: the real one follows
                 self._start()
                 self.received = True
-        if self._chunked:
+        stream = self.stream
+        body: bytes | None
+        if stream is not None:
+            if not stream.status:
+                stream.begin(self._status, self._retry_after)
+            if not self._stream_body(stream):
+                return None
+            body = b""
+        elif self._chunked:
             body = self._read_chunks()
             if body is None:
                 return None
@@ -165,7 +190,30 @@ class _Connection(asyncio.Protocol):
         if buffer:
             raise ProtocolError(f"{len(buffer)} bytes after the end of the answer")
         self.waiter = None
+        if stream is not None:
+            stream.end()
         return self._status, body, self._retry_after
+
+    def _stream_body(self, stream: Stream) -> bool:
+        """Hand what arrived of a streaming body on; whether the body is complete."""
+        buffer = self.buffer
+        if self._chunked:
+            done = self._read_chunks() is not None
+            for part in self._parts:
+                stream.feed(part)
+            self._parts.clear()
+            return done
+        if self._length >= 0:
+            piece = bytes(buffer[: self._length])
+            del buffer[: len(piece)]
+            self._length -= len(piece)
+            if piece:
+                stream.feed(piece)
+            return self._length == 0
+        if buffer:  # until the connection closes
+            stream.feed(bytes(buffer))
+            buffer.clear()
+        return False
 
     def _read_head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
@@ -247,6 +295,109 @@ class _Connection(asyncio.Protocol):
             self._chunk_size = size
 
 
+class Stream:
+    """A streaming answer (a watch): its status, then its body in pieces as they arrive, to
+    one reader. Reading stops (the transport pauses) while more than `HIGH_WATER` bytes wait,
+    so a slow reader holds the server back instead of filling memory."""
+
+    HIGH_WATER: Final = 4 * 1024 * 1024
+
+    def __init__(self, connection: _Connection, idle: float) -> None:
+        self._connection = connection
+        self._idle = idle
+        self.status = 0
+        self.retry_after: str | None = None
+        self._pieces: deque[bytes] = deque()
+        self._size = 0
+        self._paused = False
+        self._ended = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+
+    # -- from the connection -----------------------------------------------------------------
+
+    def begin(self, status: int, retry_after: str | None) -> None:
+        self.status, self.retry_after = status, retry_after
+        self._wake()
+
+    def feed(self, piece: bytes) -> None:
+        self._pieces.append(piece)
+        self._size += len(piece)
+        if self._size > self.HIGH_WATER and not self._paused:
+            transport = self._connection.transport
+            if transport is not None:
+                transport.pause_reading()
+                self._paused = True
+        self._wake()
+
+    def end(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- for the reader ----------------------------------------------------------------------
+
+    @property
+    def ended(self) -> bool:
+        """The whole body was read."""
+        return self._ended and not self._pieces
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        """The body's pieces (`read`) to its end."""
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        while piece := await self.read():
+            yield piece
+
+    async def wait_head(self) -> None:
+        await self._wait(lambda: self.status != 0)
+
+    async def read(self) -> bytes:
+        """All of the body that has arrived and not been read, at least one byte; b"" at its
+        end. `TimeoutError` when the server sent nothing for `idle` seconds while there was
+        nothing to read."""
+        await self._wait(lambda: bool(self._pieces) or self._ended)
+        pieces = self._pieces
+        if not pieces:
+            return b""
+        piece = pieces.popleft() if len(pieces) == 1 else b"".join(pieces)
+        pieces.clear()
+        self._size = 0
+        if self._paused:
+            self._paused = False
+            transport = self._connection.transport
+            if transport is not None and not self._connection.closed:
+                transport.resume_reading()
+        return piece
+
+    async def _wait(self, ready: Callable[[], bool]) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        while not ready():
+            if self._error is not None:
+                raise self._error
+            # Silence is measured from the newest bytes, or from when reading began.
+            deadline = max(self._connection.last_received, started) + self._idle
+            if deadline <= loop.time():
+                raise TimeoutError(f"no data for {self._idle:g} s from the server")
+            waiter = self._waiter = loop.create_future()
+            timer = loop.call_at(deadline, _wake_up, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+
+
 class HttpPool:
     """Keep-alive connections to one server, at most `limit` open at once; a request waits
     for one when all are busy."""
@@ -281,36 +432,69 @@ class HttpPool:
         return the answer. Raises `TimeoutError` when no complete answer came within
         `within` seconds, `OSError` (`ConnectionError` and its kind, `ssl.SSLError`) when
         the connection could not be made or broke."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
+        deadline = asyncio.get_running_loop().time() + within
         request = head + body if body else head
         expect_body = not head.startswith(b"HEAD ")
+
+        async def exchange(connection: _Connection) -> Answer:
+            waiter = connection.send(request, expect_body=expect_body)
+            timer = asyncio.get_running_loop().call_at(deadline, _expire, waiter, "no answer")
+            try:
+                return await waiter
+            finally:
+                timer.cancel()
+
+        connection, answer = await self._on_a_connection(deadline, exchange)
+        connection.used = True
+        self._release(connection)
+        return answer
+
+    @asynccontextmanager
+    async def stream(self, head: bytes, *, within: float, idle: float) -> AsyncIterator[Stream]:
+        """Send a request whose answer is read as it arrives (a watch): the connection is made
+        within `within` seconds, and the server may then be silent for at most `idle` seconds
+        at a time. The connection goes back to the pool only if the body was read to its end;
+        leaving early drops it."""
+
+        async def begin(connection: _Connection) -> tuple[Stream, asyncio.Future[Answer]]:
+            stream = Stream(connection, idle)
+            done = connection.send(head, expect_body=True, stream=stream)
+            done.add_done_callback(_consume)  # its outcome reaches the reader via the stream
+            await stream.wait_head()
+            return stream, done
+
+        deadline = asyncio.get_running_loop().time() + within
+        connection, (stream, done) = await self._on_a_connection(deadline, begin)
+        try:
+            yield stream
+        except BaseException:
+            connection.close(abort=True)
+            raise
+        if stream.ended and done.done() and not done.exception():
+            connection.used = True
+            self._release(connection)
+        else:
+            connection.close(abort=True)
+
+    async def _on_a_connection(
+        self, deadline: float, exchange: Callable[[_Connection], Awaitable[T]]
+    ) -> tuple[_Connection, T]:
+        """Run `exchange` on a pooled connection, again on another if the server had closed a
+        reused one before answering anything (the request never got there); any failure drops
+        the connection."""
         while True:
             connection = await self._acquire(deadline)
             reused = connection.used
             try:
-                answer = await self._exchange(connection, request, expect_body, deadline)
+                return connection, await exchange(connection)
             except Disconnected as exc:
                 connection.close(abort=True)
                 if reused and not exc.answered:
-                    continue  # closed by the server while idle: the request never got there
+                    continue
                 raise
             except BaseException:
                 connection.close(abort=True)
                 raise
-            connection.used = True
-            self._release(connection)
-            return answer
-
-    async def _exchange(
-        self, connection: _Connection, request: bytes, expect_body: bool, deadline: float
-    ) -> Answer:
-        waiter = connection.send(request, expect_body=expect_body)
-        timer = asyncio.get_running_loop().call_at(deadline, _expire, waiter, "no answer")
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
 
     async def _acquire(self, deadline: float) -> _Connection:
         while True:
@@ -414,6 +598,17 @@ class HttpPool:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)  # wakes to find the pool closed
+
+
+def _wake_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _consume(done: asyncio.Future[Answer]) -> None:
+    """Retrieve a streaming exchange's outcome (asyncio warns of one never retrieved)."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _expire(waiter: asyncio.Future[Any], what: str) -> None:

@@ -16,6 +16,7 @@ from kubernetes_asyncio.client import Configuration
 from daemon.kube.api import (
     ConfigError,
     KubeApi,
+    WatchHttpError,
     connection_pool,
     load_configuration,
     proxy_from_environment,
@@ -85,6 +86,24 @@ async def answering(
         await runner.cleanup()
 
 
+def write_kubeconfig(path: Path, cluster: dict[str, object], token: str = "t") -> str:
+    """A kubeconfig of one cluster entry (server, proxy-url, TLS settings) and a bearer
+    token; its path."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": cluster}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return str(path)
+
+
 # -- what a request carries ------------------------------------------------------------------------
 
 
@@ -126,24 +145,12 @@ async def test_a_request_carries_the_kubeconfig_token_headers_query_and_body(
         return web.json_response({"kind": "Status", "status": "Success"}, status=201)
 
     async with answering(record) as port:
-        kubeconfig = tmp_path / "kubeconfig"
         cluster = {"server": f"http://127.0.0.1:{port}{prefix}"}
         if proxied:
             cluster["proxy-url"] = f"http://127.0.0.1:{port}"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "c", "cluster": cluster}],
-                    "users": [{"name": "u", "user": {"token": "secret-token"}}],
-                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                    "current-context": "x",
-                }
-            )
-        )
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster, "secret-token")
         body = {"apiVersion": "v1", "kind": "Binding", "target": {"name": "n1"}}
-        async with KubeApi.connect("c", str(kubeconfig), None) as api:
+        async with KubeApi.connect("c", kubeconfig, None) as api:
             answer = await api.request(
                 "PATCH",
                 "/api/v1/namespaces/default/pods/p",
@@ -175,10 +182,9 @@ async def test_a_path_is_quoted_for_the_request_line(tmp_path: Path) -> None:
         return web.json_response({}, status=200)
 
     async with answering(record) as port:
-        kubeconfig = tmp_path / "kubeconfig"
         server = f"http://127.0.0.1:{port}"
-        kubeconfig.write_text(_GOOD_KUBECONFIG.replace("https://127.0.0.1:6443", server))
-        async with KubeApi.connect("c", str(kubeconfig), None) as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", {"server": server})
+        async with KubeApi.connect("c", kubeconfig, None) as api:
             answer = await api.request("GET", "/api/v1/namespaces/default/pods/a b%ü")
     assert answer.status == 200
     assert paths == ["/api/v1/namespaces/default/pods/a%20b%25%C3%BC"]
@@ -322,20 +328,53 @@ async def test_https_as_the_kubeconfig_says(
             cluster[trust] = str(cert)
         elif trust is not None:
             cluster[trust] = True
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "clusters": [{"name": "c", "cluster": cluster}],
-                    "users": [{"name": "u", "user": {"token": "t"}}],
-                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-                    "current-context": "x",
-                }
-            )
-        )
-        async with KubeApi.connect("c", str(kubeconfig), None) as api:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster)
+        async with KubeApi.connect("c", kubeconfig, None) as api:
             if isinstance(expected, int):
                 assert (await api.request("GET", "/version")).status == expected
             else:
                 with pytest.raises(OSError, match=expected):
                     await api.request("GET", "/version")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("proxied", [False, True], ids=["pool", "proxy-aiohttp"])
+async def test_a_watch_streams_its_lines_in_reads_and_a_refusal_is_an_error(
+    tmp_path: Path, proxied: bool
+) -> None:
+    """The same lines whichever client carries the watch: through kbatchd's pool, or aiohttp
+    when a proxy is configured; an answer that is not 2xx is `WatchHttpError` with its
+    Status message."""
+
+    async def watch(request: web.Request) -> web.StreamResponse:
+        if request.query.get("resourceVersion") == "old":
+            return web.json_response(
+                {"kind": "Status", "message": "too old resource version", "code": 410},
+                status=410,
+            )
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type":"ADDED","n":1}\n{"type":"MOD')
+        await response.write(b'IFIED","n":2}\n\n{"type":"DELETED","n":3}')
+        await response.write_eof()
+        return response
+
+    async with answering(watch) as port:
+        cluster = {"server": f"http://127.0.0.1:{port}"}
+        if proxied:
+            cluster["proxy-url"] = f"http://127.0.0.1:{port}"
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster)
+        async with KubeApi.connect("c", kubeconfig, None) as api:
+            reads = [
+                lines
+                async for lines in api.stream_lines(
+                    "/api/v1/pods", {"watch": "true"}, connect_timeout=5, read_timeout=5
+                )
+            ]
+            with pytest.raises(WatchHttpError, match="HTTP 410: too old resource version"):
+                async for _ in api.stream_lines(
+                    "/api/v1/pods", {"resourceVersion": "old"}, connect_timeout=5, read_timeout=5
+                ):
+                    pass
+    lines = [json.loads(line)["n"] for read in reads for line in read]
+    assert lines == [1, 2, 3]

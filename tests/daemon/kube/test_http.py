@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.kube.http import Disconnected, HttpPool, ProtocolError
+from daemon.kube.http import Disconnected, HttpPool, ProtocolError, Stream
 
 pytestmark = pytest.mark.anyio
 
@@ -419,3 +419,117 @@ async def test_tls_with_the_clusters_ca_and_refused_without_it(
         with pytest.raises(ConnectionError, match="certificate verify failed"):
             await strange.request(GET, None, within=5)
         await strange.close()
+
+
+# -- streaming answers (watches) ---------------------------------------------------------------
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+async def _read_all(stream: Stream) -> bytes:
+    return b"".join([piece async for piece in stream])
+
+
+async def test_a_stream_hands_on_each_piece_as_it_arrives_then_frees_its_connection() -> None:
+    """The second piece is sent only once the first was read: nothing waits for the end."""
+    first_read = asyncio.Event()
+
+    async def watch(writer: asyncio.StreamWriter) -> None:
+        writer.write(STREAM_HEAD + _chunk(b'{"type":"ADDED"}\n'))
+        await writer.drain()
+        await first_read.wait()
+        writer.write(_chunk(b'{"type":"DELETED"}\n') + b"0\r\n\r\n")
+
+    async with serving([watch, ok(b"after")]) as server:
+        pool = HttpPool("127.0.0.1", server.port, limit=1)
+        async with pool.stream(GET, within=5, idle=5) as stream:
+            assert stream.status == 200
+            assert await stream.read() == b'{"type":"ADDED"}\n'
+            first_read.set()
+            assert await _read_all(stream) == b'{"type":"DELETED"}\n'
+        assert await pool.request(GET, None, within=5) == (200, b"after", None)
+        await pool.close()
+    assert server.connections == 1  # read to its end: the connection went back to the pool
+
+
+@pytest.mark.parametrize(
+    ("reply", "status", "body"),
+    [
+        pytest.param(
+            _drop_after(b"HTTP/1.0 200 OK\r\n\r\nuntil the end"), 200, b"until the end", id="close"
+        ),
+        pytest.param(ok(b"whole", b"Connection: close"), 200, b"whole", id="content-length"),
+        pytest.param(
+            b"HTTP/1.1 410 Gone\r\nConnection: close\r\nContent-Length: 7\r\n\r\nExpired",
+            410,
+            b"Expired",
+            id="refused",
+        ),
+    ],
+)
+async def test_a_stream_reads_any_framing_to_its_end(
+    reply: Reply, status: int, body: bytes
+) -> None:
+    async with serving([reply]) as server:
+        pool = HttpPool("127.0.0.1", server.port)
+        async with pool.stream(GET, within=5, idle=5) as stream:
+            assert stream.status == status
+            assert await _read_all(stream) == body
+            assert stream.ended
+        await pool.close()
+
+
+@pytest.mark.parametrize("ending", ["silence", "cut", "left-early"])
+async def test_a_stream_that_does_not_end_drops_its_connection(ending: str) -> None:
+    """The server goes silent past `idle` (a timeout), cuts the connection mid-body (a
+    disconnection), or the reader leaves before the end: the connection never serves
+    another request (at one connection at most, the next request still gets through)."""
+
+    async def watch(writer: asyncio.StreamWriter) -> None:
+        writer.write(STREAM_HEAD + _chunk(b"first\n"))
+        await writer.drain()
+        if ending == "cut":
+            writer.close()
+            return
+        await asyncio.sleep(30)
+
+    async with serving([watch, ok(b"next")]) as server:
+        pool = HttpPool("127.0.0.1", server.port, limit=1)
+        expected: type[Exception] = TimeoutError if ending == "silence" else Disconnected
+        async with pool.stream(GET, within=5, idle=0.2) as stream:
+            assert await stream.read() == b"first\n"
+            if ending != "left-early":
+                with pytest.raises(expected):
+                    await stream.read()
+        assert await pool.request(GET, None, within=5) == (200, b"next", None)
+        await pool.close()
+    assert server.connections == 2
+
+
+async def test_a_stream_nobody_reads_stops_the_transport_until_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Stream, "HIGH_WATER", 1024)
+    pieces = [bytes([65 + i % 26]) * 1024 for i in range(64)]
+
+    async def flood(writer: asyncio.StreamWriter) -> None:
+        for piece in pieces:
+            writer.write(_chunk(piece) if piece is not pieces[0] else STREAM_HEAD + _chunk(piece))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+
+    async with serving([flood]) as server:
+        pool = HttpPool("127.0.0.1", server.port)
+        async with pool.stream(GET, within=5, idle=5) as stream:
+            for _ in range(1000):  # until the pool has taken more than the high water mark
+                if stream._paused:
+                    break
+                await asyncio.sleep(0.001)
+            assert stream._paused
+            assert await _read_all(stream) == b"".join(pieces)
+        await pool.close()
