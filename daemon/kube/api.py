@@ -1,14 +1,15 @@
 """Raw JSON to and from the API server, configured and authenticated by kubernetes-asyncio.
 
 The client library supplies kubeconfig and in-cluster configuration, authentication, TLS
-settings and the aiohttp session; kbatchd sends and receives raw bytes and decodes them with
+and proxy settings; kbatchd sends and receives raw bytes and decodes them with
 msgspec into slim structs, never building the generated model objects (too slow for the watch
 path). Requests and watches go through `daemon.kube.http`'s connection pool (a third of
-aiohttp's CPU a request); through a proxy, everything goes through aiohttp.
+aiohttp's CPU a request), through a proxy too; the library's own aiohttp session is not used.
 """
 
 from __future__ import annotations
 
+import base64
 import ssl
 import urllib.parse
 import urllib.request
@@ -16,14 +17,13 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
-import aiohttp
 import anyio
 import msgspec
 from kubernetes_asyncio import client, config
 from yarl import URL
 
 from daemon import config as config_file
-from daemon.kube.http import HttpPool
+from daemon.kube.http import HttpPool, Proxy
 
 JSON = "application/json"
 PATCH_TYPES = {
@@ -110,28 +110,6 @@ def proxy_from_environment(url: str | None) -> str | None:
     return proxies.get(scheme) or proxies.get("all")
 
 
-@asynccontextmanager
-async def _own_session(api_client: client.ApiClient) -> AsyncIterator[aiohttp.ClientSession]:
-    """A session on the library's connector (its TLS context, its connection pool) without
-    what the library's own session adds per request: with ``trust_env`` aiohttp reads proxy
-    variables and ``~/.netrc`` on a worker thread for every request, which at thousands of
-    bindings a second costs more than the request itself (the proxy is taken from the
-    environment once instead, `proxy_from_environment`), and a cookie jar the API server
-    never fills is still searched for every request."""
-    original: aiohttp.ClientSession = api_client.rest_client.pool_manager
-    session = aiohttp.ClientSession(
-        connector=original.connector,
-        connector_owner=False,
-        trust_env=False,
-        cookie_jar=aiohttp.DummyCookieJar(),
-        read_bufsize=2**21,  # as the library sets it: watch events can be large
-    )
-    try:
-        yield session
-    finally:
-        await session.close()
-
-
 def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
     """The TLS settings of a client configuration, as the library applies them to its own
     connector (whose context is not public)."""
@@ -146,11 +124,9 @@ def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
     return context
 
 
-def connection_pool(configuration: client.Configuration) -> HttpPool | None:
-    """The pool for requests and watches to the configured server; None when they go
-    through a proxy (aiohttp's client speaks to proxies)."""
-    if configuration.proxy:
-        return None
+def connection_pool(configuration: client.Configuration) -> HttpPool:
+    """The pool for requests and watches to the configured server, through its proxy if it
+    names one."""
     url = URL(configuration.host or "")
     if url.scheme not in ("http", "https") or not url.raw_host or url.port is None:
         raise ConfigError(
@@ -164,7 +140,28 @@ def connection_pool(configuration: client.Configuration) -> HttpPool | None:
         server_hostname=configuration.tls_server_name,
         # The library's setting: None means no limit.
         limit=limit if limit else 1 << 20,
+        proxy=_proxy(configuration) if configuration.proxy else None,
     )
+
+
+def _proxy(configuration: client.Configuration) -> Proxy:
+    """The configured proxy: an http:// URL, its user and password (if any) sent as Basic
+    ``Proxy-Authorization``, with the configuration's own proxy headers."""
+    url = URL(configuration.proxy or "")
+    if url.scheme != "http" or not url.raw_host or url.port is None:
+        raise ConfigError(f"the proxy URL {url.with_password(None)!s} is not an http:// URL")
+    headers = dict(configuration.proxy_headers or {})
+    if url.user is not None:
+        credentials = f"{url.user}:{url.password or ''}".encode()
+        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(credentials).decode()
+    for name, value in headers.items():
+        _check_header(name, str(value))
+    return Proxy(url.raw_host, url.port, tuple((k, str(v)) for k, v in headers.items()))
+
+
+def _check_header(name: str, value: str) -> None:
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"the {name} header of a request contains a line break")
 
 
 _AUTH: Final = ["BearerToken"]
@@ -172,43 +169,22 @@ _encode: Final = msgspec.json.Encoder().encode
 # What a request path keeps as it is: API names never need quoting, so this only guards the
 # request line against a stray space or control character.
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
-# One timeout object per distinct total (the callers use a handful).
-_TIMEOUTS: dict[float, aiohttp.ClientTimeout] = {}
 
 
 class KubeApi:
     """One cluster's API."""
 
-    def __init__(
-        self,
-        cluster: str,
-        api_client: client.ApiClient,
-        session: aiohttp.ClientSession | None = None,
-        pool: HttpPool | None = None,
-    ) -> None:
+    def __init__(self, cluster: str, api_client: client.ApiClient, pool: HttpPool) -> None:
         self.cluster = cluster
         self._client = api_client
         host = api_client.configuration.host
         if not host:
             raise ValueError(f"cluster {cluster}: the client configuration names no server")
-        self._host: str = host
-        # Paths are joined to the server's URL as they are: yarl parsing each request's URL
-        # string (every binding's differs, so its cache never hits) cost more than any other
-        # step of building the request. A server URL may carry a path (behind a proxy).
-        self._base = URL(host)
-        self._prefix = self._base.raw_path.rstrip("/")
+        # A server URL may carry a path (a cluster behind a proxy that routes by path).
+        base = URL(host)
+        self._prefix = base.raw_path.rstrip("/")
+        self._authority = base.host_port_subcomponent
         self._pool = pool
-        self._authority = self._base.host_port_subcomponent
-        rest = api_client.rest_client
-        self._session: aiohttp.ClientSession = session or rest.pool_manager
-        # What the library's request path adds to every request from its configuration.
-        self._extra: dict[str, Any] = {}
-        if rest.proxy:
-            self._extra["proxy"] = rest.proxy
-        if rest.proxy_headers:
-            self._extra["proxy_headers"] = rest.proxy_headers
-        if rest.server_hostname:
-            self._extra["server_hostname"] = rest.server_hostname
 
     @classmethod
     @asynccontextmanager
@@ -220,6 +196,8 @@ class KubeApi:
             configuration.proxy = proxy_from_environment(configuration.host)
         try:
             pool = connection_pool(configuration)
+            # The library's client for its configuration and authentication; its own aiohttp
+            # session (made here, closed on leaving) carries nothing.
             api_client = client.ApiClient(configuration=configuration)
         except (ConfigError, OSError) as exc:  # ssl.SSLError is an OSError
             where = kubeconfig or "the default kubeconfig or in-cluster configuration"
@@ -228,49 +206,10 @@ class KubeApi:
                 detail = f"its TLS certificates or key cannot be loaded: {exc}"
             raise ConfigError(f"cannot load cluster configuration from {where}: {detail}") from exc
         try:
-            async with api_client, _own_session(api_client) as session:
-                yield cls(cluster, api_client, session, pool)
+            async with api_client:
+                yield cls(cluster, api_client, pool)
         finally:
-            if pool is not None:
-                await pool.close()
-
-    @asynccontextmanager
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Mapping[str, str | int] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        request_timeout: aiohttp.ClientTimeout,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        # The library's configuration, authentication and connection pool, but not its
-        # request path: `call_api` walks every body to turn generated model objects into
-        # JSON values and the REST layer encodes it again with `json` and matches the
-        # content type with a regex; every body here is already a JSON value, encoded once
-        # with msgspec (together about a seventh of the client's CPU per binding).
-        headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
-        params: list[tuple[str, str | int]] = list(query.items()) if query else []
-        await self._client.update_params_for_auth(headers, params, _AUTH)
-        url: URL | str
-        if params:
-            url = f"{self._host}{path}?{urllib.parse.urlencode(params)}"
-        else:
-            # `path` is made of API names (RFC 1123 labels and subdomains): nothing to quote.
-            url = self._base.with_path(self._prefix + path, encoded=True)
-        response = await self._session.request(
-            method,
-            url,
-            data=None if body is None else _encode(body),
-            headers=headers,
-            timeout=request_timeout,
-            **self._extra,
-        )
-        try:
-            yield response
-        finally:
-            response.release()
+            await pool.close()
 
     async def request(
         self,
@@ -282,10 +221,6 @@ class KubeApi:
         content_type: str = JSON,
         request_timeout: float = 30.0,
     ) -> Response:
-        if self._pool is None:
-            return await self._request_aiohttp(
-                method, path, query, body, content_type, request_timeout
-            )
         data = None if body is None else _encode(body)
         head = await self._head(method, path, query, content_type, data)
         status, answer, retry_after = await self._pool.request(head, data, within=request_timeout)
@@ -299,43 +234,26 @@ class KubeApi:
         content_type: str,
         data: bytes | None,
     ) -> bytes:
-        """A request's line and headers for the pool, authenticated as the library would."""
+        """A request's line and headers for the pool, authenticated as the library would.
+        (Not the library's request path: `call_api` walks every body to turn generated model
+        objects into JSON values, and every body here is a JSON value, encoded once.)"""
         headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
         params: list[tuple[str, str | int]] = list(query.items()) if query else []
         await self._client.update_params_for_auth(headers, params, _AUTH)
-        target = urllib.parse.quote(self._prefix + path, safe=_PATH_SAFE)
+        pool = self._pool
+        target = pool.forward_prefix + urllib.parse.quote(self._prefix + path, safe=_PATH_SAFE)
         if params:
             target = f"{target}?{urllib.parse.urlencode(params)}"
         lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority}"]
         for name, value in headers.items():
             value = str(value)
-            if "\n" in value or "\r" in value:
-                raise ValueError(f"the {name} header of a request contains a line break")
+            _check_header(name, value)
             lines.append(f"{name}: {value}")
+        lines.extend(f"{name}: {value}" for name, value in pool.forward_headers)
         if data is not None:
             lines.append(f"Content-Length: {len(data)}")
         lines.append("\r\n")
         return "\r\n".join(lines).encode("latin-1")
-
-    async def _request_aiohttp(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, str | int] | None,
-        body: Any,
-        content_type: str,
-        request_timeout: float,
-    ) -> Response:
-        timeout = _TIMEOUTS.get(request_timeout)
-        if timeout is None:
-            timeout = _TIMEOUTS[request_timeout] = aiohttp.ClientTimeout(total=request_timeout)
-        async with self._send(
-            method, path, query=query, body=body, content_type=content_type, request_timeout=timeout
-        ) as response:
-            data = await response.read()
-            return Response(
-                response.status, data, _retry_after(response.headers.get("Retry-After"))
-            )
 
     async def stream_lines(
         self,
@@ -349,12 +267,8 @@ class KubeApi:
         read, so that a burst of events is handled together. A non-2xx answer
         raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
         timeout (the inactivity deadline: the server sends bookmarks well within it)."""
-        if self._pool is None:
-            chunks = self._stream_aiohttp(path, query, connect_timeout, read_timeout)
-        else:
-            chunks = self._stream_pool(self._pool, path, query, connect_timeout, read_timeout)
         pending = b""
-        async for chunk in chunks:
+        async for chunk in self._stream(path, query, connect_timeout, read_timeout):
             pending += chunk
             *lines, pending = pending.split(b"\n")
             complete = [line for line in lines if line.strip()]
@@ -363,31 +277,16 @@ class KubeApi:
         if pending.strip():
             yield [pending]
 
-    async def _stream_pool(
-        self,
-        pool: HttpPool,
-        path: str,
-        query: Mapping[str, str | int],
-        connect: float,
-        read: float,
+    async def _stream(
+        self, path: str, query: Mapping[str, str | int], connect: float, read: float
     ) -> AsyncIterator[bytes]:
         head = await self._head("GET", path, query, JSON, None)
-        async with pool.stream(head, within=connect, idle=read) as stream:
+        async with self._pool.stream(head, within=connect, idle=read) as stream:
             if not 200 <= stream.status < 300:
                 body = b"".join([piece async for piece in stream])
                 raise WatchHttpError(Response(stream.status, body))
             async for piece in stream:
                 yield piece
-
-    async def _stream_aiohttp(
-        self, path: str, query: Mapping[str, str | int], connect: float, read: float
-    ) -> AsyncIterator[bytes]:
-        timeout = aiohttp.ClientTimeout(sock_connect=connect, sock_read=read)
-        async with self._send("GET", path, query=query, request_timeout=timeout) as response:
-            if not 200 <= response.status < 300:
-                raise WatchHttpError(Response(response.status, await response.read()))
-            async for chunk in response.content.iter_any():
-                yield chunk
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -6,8 +6,8 @@ loopback, this pool about 25 µs, and a run of 15,000 gang workloads makes 110,0
 (bindings and status writes): seconds of a CPU-bound daemon. Only what talking to an API
 server needs is here: keep-alive, Content-Length and chunked bodies, TLS with the client
 library's settings, a deadline per request, an inactivity deadline and back-pressure for
-streams. No redirects, cookies, compression (none is asked for) or proxies: with a proxy
-configured, `daemon.kube.api` sends everything through aiohttp instead.
+streams, an HTTP proxy (a tunnel to a TLS server, absolute-form requests to a plain one). No
+redirects, cookies or compression (none is asked for).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 # A status line and headers longer than this are not an API server's.
 MAX_HEAD: Final = 64 * 1024
@@ -61,6 +61,7 @@ class _Connection(asyncio.Protocol):
         # Set for a streaming exchange (a watch): the body goes there as it arrives.
         self.stream: Stream | None = None
         self._expect_body = True
+        self._tunnel = False
         self._start()
 
     def _start(self) -> None:
@@ -128,11 +129,18 @@ class _Connection(asyncio.Protocol):
     # -- exchange ----------------------------------------------------------------------------
 
     def send(
-        self, request: bytes, *, expect_body: bool, stream: Stream | None = None
+        self,
+        request: bytes,
+        *,
+        expect_body: bool,
+        stream: Stream | None = None,
+        tunnel: bool = False,
     ) -> asyncio.Future[Answer]:
-        """Write a request; the future is its answer (for a `stream`, the end of its body)."""
+        """Write a request; the future is its answer (for a `stream`, the end of its body).
+        A `tunnel` request (``CONNECT``) is answered, when granted, by a head alone."""
         self._start()
         self._expect_body = expect_body
+        self._tunnel = tunnel
         self.stream = stream
         waiter = self.waiter = asyncio.get_running_loop().create_future()
         assert self.transport is not None
@@ -253,7 +261,8 @@ class _Connection(asyncio.Protocol):
             elif name == b"retry-after":
                 self._retry_after = value.strip().decode("latin-1")
         self._head_done = True
-        if not self._expect_body or self._status in _NO_BODY or self._status < 200:
+        granted = self._tunnel and 200 <= self._status < 300
+        if not self._expect_body or granted or self._status in _NO_BODY or self._status < 200:
             self._length, self._chunked = 0, False
         elif chunked:
             self._length, self._chunked = -1, True
@@ -398,9 +407,21 @@ class Stream:
                 self._waiter = None
 
 
+class Proxy(NamedTuple):
+    """An HTTP proxy: its address and the headers it wants (``Proxy-Authorization``)."""
+
+    host: str
+    port: int
+    headers: tuple[tuple[str, str], ...] = ()
+
+
 class HttpPool:
     """Keep-alive connections to one server, at most `limit` open at once; a request waits
-    for one when all are busy."""
+    for one when all are busy.
+
+    Through a `proxy`, a TLS server is reached through a tunnel (``CONNECT``), so the proxy
+    sees only encrypted bytes; a plain HTTP server is sent requests in absolute form, which
+    the caller writes with `forward_prefix` and `forward_headers`."""
 
     def __init__(
         self,
@@ -411,13 +432,20 @@ class HttpPool:
         server_hostname: str | None = None,
         limit: int = 100,
         keepalive: float = KEEPALIVE_SECONDS,
+        proxy: Proxy | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"a connection pool needs a limit of at least 1, not {limit}")
         self.host, self.port = host, port
+        self.authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._ssl = ssl_context
         self._server_hostname = server_hostname
         self.tls = ssl_context is not None
+        self.proxy = proxy
+        forwarding = proxy is not None and ssl_context is None
+        # What a request through a forwarding proxy carries: an absolute target, its headers.
+        self.forward_prefix = f"http://{self.authority}" if forwarding else ""
+        self.forward_headers = proxy.headers if forwarding and proxy is not None else ()
         self.limit = limit
         self.keepalive = keepalive
         self._open: set[_Connection] = set()
@@ -533,23 +561,30 @@ class HttpPool:
             made.append(_Connection(self))
             return made[-1]
 
+        proxy = self.proxy
+        where = self.authority + (f" through the proxy {proxy.host}:{proxy.port}" if proxy else "")
         self._connecting += 1
         try:
             async with asyncio.timeout_at(deadline):
-                await loop.create_connection(
-                    protocol,
-                    self.host,
-                    self.port,
-                    ssl=self._ssl,
-                    server_hostname=self._server_hostname if self._ssl is not None else None,
-                )
+                if proxy is None:
+                    await loop.create_connection(
+                        protocol,
+                        self.host,
+                        self.port,
+                        ssl=self._ssl,
+                        server_hostname=self._server_hostname if self._ssl is not None else None,
+                    )
+                else:
+                    await loop.create_connection(protocol, proxy.host, proxy.port)
+                    if self._ssl is not None:
+                        await self._tunnel(made[0], self._ssl, proxy)
         except BaseException as exc:
             for connection in made:
                 connection.close(abort=True)
             if isinstance(exc, TimeoutError):
-                raise TimeoutError(f"connecting to {self.host}:{self.port} timed out") from None
+                raise TimeoutError(f"connecting to {where} timed out") from None
             if isinstance(exc, OSError):
-                raise ConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+                raise ConnectionError(f"cannot connect to {where}: {exc}") from exc
             raise
         finally:
             self._connecting -= 1
@@ -563,6 +598,25 @@ class HttpPool:
         self.connections_made += 1
         self._open.add(connection)
         return connection
+
+    async def _tunnel(self, connection: _Connection, context: ssl.SSLContext, proxy: Proxy) -> None:
+        """Ask the proxy for a tunnel to the server, then speak TLS to the server through it."""
+        lines = [f"CONNECT {self.authority} HTTP/1.1", f"Host: {self.authority}"]
+        lines += [f"{name}: {value}" for name, value in proxy.headers]
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        status, _, _ = await connection.send(request, expect_body=True, tunnel=True)
+        if not 200 <= status < 300:
+            raise ConnectionError(f"the proxy refused a tunnel (HTTP {status})")
+        assert connection.transport is not None
+        transport = await asyncio.get_running_loop().start_tls(
+            connection.transport,
+            connection,
+            context,
+            server_hostname=self._server_hostname or self.host,
+        )
+        if transport is None:  # pragma: no cover - only for a transport closing meanwhile
+            raise ConnectionError("the tunnel closed as TLS began")
+        connection.transport = transport
 
     def _release(self, connection: _Connection) -> None:
         if connection.closed:

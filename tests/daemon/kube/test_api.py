@@ -3,6 +3,8 @@ carries the client's authentication, the content type, the query and the body.""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +23,7 @@ from daemon.kube.api import (
     load_configuration,
     proxy_from_environment,
 )
+from daemon.kube.http import Proxy
 
 PROXY_VARIABLES = (
     "HTTPS_PROXY",
@@ -190,29 +193,64 @@ async def test_a_path_is_quoted_for_the_request_line(tmp_path: Path) -> None:
     assert paths == ["/api/v1/namespaces/default/pods/a%20b%25%C3%BC"]
 
 
+_BASIC = "Basic " + base64.b64encode(b"me:p@ss").decode()
+
+
 @pytest.mark.parametrize(
     ("host", "proxy", "expected"),
     [
-        ("https://10.0.0.1:6443", None, ("10.0.0.1", 6443, True)),
-        ("https://api.cluster.internal", None, ("api.cluster.internal", 443, True)),
-        ("http://[::1]:8080/k8s/clusters/c-1", None, ("::1", 8080, False)),
-        ("https://10.0.0.1:6443", "http://proxy:3128", None),
+        ("https://10.0.0.1:6443", None, ("10.0.0.1", 6443, True, None, "")),
+        ("https://api.cluster.internal", None, ("api.cluster.internal", 443, True, None, "")),
+        ("http://[::1]:8080/k8s/clusters/c-1", None, ("::1", 8080, False, None, "")),
+        (
+            "https://10.0.0.1:6443",
+            "http://proxy:3128",
+            ("10.0.0.1", 6443, True, Proxy("proxy", 3128), ""),
+        ),
+        (
+            "http://10.0.0.1:8080",
+            "http://me:p%40ss@proxy",
+            (
+                "10.0.0.1",
+                8080,
+                False,
+                Proxy("proxy", 80, (("Proxy-Authorization", _BASIC),)),
+                "http://10.0.0.1:8080",
+            ),
+        ),
     ],
-    ids=["https", "default-port", "ipv6-with-path", "proxied"],
+    ids=["https", "default-port", "ipv6-with-path", "tunnel", "forward-with-credentials"],
 )
 def test_the_connection_pool_follows_the_configuration(
-    host: str, proxy: str | None, expected: tuple[str, int, bool] | None
+    host: str, proxy: str | None, expected: tuple[str, int, bool, Proxy | None, str]
 ) -> None:
+    """A TLS server through a proxy is reached through a tunnel; a plain one is sent requests
+    in absolute form, with the proxy's credentials."""
     configuration = Configuration(host=host)
     configuration.proxy = proxy
     configuration.connection_pool_maxsize = 7
     pool = connection_pool(configuration)
-    if expected is None:
-        assert pool is None
-        return
-    assert pool is not None
-    assert (pool.host, pool.port, pool.tls) == expected
+    assert (pool.host, pool.port, pool.tls, pool.proxy, pool.forward_prefix) == expected
     assert pool.limit == 7
+
+
+@pytest.mark.parametrize(
+    ("host", "proxy", "fragment"),
+    [
+        ("ftp://10.0.0.1", None, "the API server URL 'ftp://10.0.0.1' is not an http"),
+        ("https://10.0.0.1", "https://me:secret@proxy:3128", "the proxy URL https://me@proxy:3128"),
+        ("https://10.0.0.1", "socks5://proxy:1080", "the proxy URL socks5://proxy:1080 is not an"),
+    ],
+)
+def test_a_url_that_cannot_be_used_is_a_configuration_error_without_its_password(
+    host: str, proxy: str | None, fragment: str
+) -> None:
+    configuration = Configuration(host=host)
+    configuration.proxy = proxy
+    with pytest.raises(ConfigError) as caught:
+        connection_pool(configuration)
+    assert fragment in str(caught.value)
+    assert "secret" not in str(caught.value)
 
 
 _NOT_PEM = "bm90IGEgY2VydAo="  # base64 of "not a cert"
@@ -378,3 +416,81 @@ async def test_a_watch_streams_its_lines_in_reads_and_a_refusal_is_an_error(
                     pass
     lines = [json.loads(line)["n"] for read in reads for line in read]
     assert lines == [1, 2, 3]
+
+
+@asynccontextmanager
+async def tunnelling_proxy(refusal: bytes | None = None) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """An HTTP proxy on loopback that grants every CONNECT (or answers `refusal` instead): its
+    port, and the request heads it received."""
+    heads: list[bytes] = []
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        if refusal is not None:
+            writer.write(refusal)
+            await writer.drain()
+            writer.close()
+            return
+        host, port = head.split(b" ")[1].rsplit(b":", 1)
+        upstream = await asyncio.open_connection(host.decode(), int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        for source, sink in ((reader, upstream[1]), (upstream[0], writer)):
+            task = asyncio.create_task(pipe(source, sink))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], heads
+    finally:
+        server.close()
+        for task in list(tasks):
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("granted", [True, False], ids=["tunnel", "refused"])
+async def test_https_through_a_proxy_goes_through_a_tunnel(
+    tmp_path: Path, certificate: tuple[Path, Path], granted: bool
+) -> None:
+    """The proxy is asked for a tunnel with the kubeconfig's proxy credentials and sees only
+    TLS; a refusal is a connection error naming the proxy and its answer."""
+    cert, key = certificate
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"path": request.path})
+
+    refusal = None if granted else b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
+    async with answering(hello, tls) as port, tunnelling_proxy(refusal) as (proxy, heads):
+        cluster = {
+            "server": f"https://127.0.0.1:{port}",
+            "certificate-authority": str(cert),
+            "proxy-url": f"http://me:p%40ss@127.0.0.1:{proxy}",
+        }
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster)
+        async with KubeApi.connect("c", kubeconfig, None) as api:
+            if granted:
+                answer = await api.request("GET", "/version")
+                assert (answer.status, json.loads(answer.body)) == (200, {"path": "/version"})
+            else:
+                with pytest.raises(
+                    ConnectionError,
+                    match=f"through the proxy 127.0.0.1:{proxy}: .*refused a tunnel .HTTP 407",
+                ):
+                    await api.request("GET", "/version")
+    [head] = heads
+    assert head.startswith(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n".encode())
+    assert f"Proxy-Authorization: {_BASIC}\r\n".encode() in head
