@@ -348,9 +348,8 @@ class Stream:
         self._wake()
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if self._waiter is not None:
+            _wake_up(self._waiter)
 
     # -- for the reader ----------------------------------------------------------------------
 
@@ -473,7 +472,6 @@ class HttpPool:
                 timer.cancel()
 
         connection, answer = await self._on_a_connection(deadline, exchange)
-        connection.used = True
         self._release(connection)
         return answer
 
@@ -499,7 +497,6 @@ class HttpPool:
             connection.close(abort=True)
             raise
         if stream.ended and done.done() and not done.exception():
-            connection.used = True
             self._release(connection)
         else:
             connection.close(abort=True)
@@ -527,7 +524,7 @@ class HttpPool:
     async def _acquire(self, deadline: float) -> _Connection:
         while True:
             if self._closed:
-                raise ConnectionError(f"the connection pool to {self.host}:{self.port} is closed")
+                raise ConnectionError(f"the connection pool to {self.authority} is closed")
             idle = self._idle
             if idle:
                 now = asyncio.get_running_loop().time()
@@ -593,7 +590,7 @@ class HttpPool:
         if self._closed or connection.closed:  # closed meanwhile, or lost as it was made
             connection.close(abort=True)
             raise Disconnected(
-                f"the connection to {self.host}:{self.port} closed as it was made", answered=False
+                f"the connection to {self.authority} closed as it was made", answered=False
             )
         self.connections_made += 1
         self._open.add(connection)
@@ -619,6 +616,9 @@ class HttpPool:
         connection.transport = transport
 
     def _release(self, connection: _Connection) -> None:
+        """Take back a connection whose exchange is complete: kept for the next one, or
+        closed when the server asked to."""
+        connection.used = True
         if connection.closed:
             return
         if not connection.keep_alive or self._closed:

@@ -61,6 +61,15 @@ def job_body(
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
 
+def pods_ever_held(events: list[tuple[int, Event]], job: str) -> set[str]:
+    """Names of every pod of Job `job` the log saw in the cluster."""
+    return {
+        e.obj.name
+        for _, e in events
+        if isinstance(e, Observed) and e.kind == "Pod" and e.obj.labels.get("job-name") == job
+    }
+
+
 def pods_created(events: list[tuple[int, Event]]) -> list[str]:
     """Names of the pods the API server created for kbatchd, from the log's outcomes (a
     create that failed made nothing; one that found the pod already there made nothing new)."""
@@ -255,12 +264,8 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path:
     # restarted daemon marks it unconfirmed and finds the pod in its relist): the log's 201s
     # may be fewer than the pods, never more, and never twice for one name.
     assert len(pods_created(events)) <= completions
-    ever = {
-        e.obj.name
-        for _, e in events
-        if isinstance(e, Observed) and e.kind == "Pod" and e.obj.labels.get("job-name") == "many"
-    }
-    assert len(ever) == completions  # the cluster never held a pod too many for the Job
+    # The cluster never held a pod too many for the Job.
+    assert len(pods_ever_held(events, "many")) == completions
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
@@ -324,10 +329,6 @@ async def test_a_job_completes_exactly_through_conflicts_throttling_errors_and_c
     # A create cut after the server made the pod comes back from its retry as AlreadyExists:
     # the log's 201s may be fewer than the pods, never more, never twice for one name.
     assert len(pods_created(events)) <= completions
-    ever = {
-        e.obj.name
-        for _, e in events
-        if isinstance(e, Observed) and e.kind == "Pod" and e.obj.labels.get("job-name") == "bumpy"
-    }
-    assert len(ever) == completions  # the cluster never held a pod too many for the Job
+    # The cluster never held a pod too many for the Job.
+    assert len(pods_ever_held(events, "bumpy")) == completions
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
