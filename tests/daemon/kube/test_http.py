@@ -346,16 +346,17 @@ async def test_at_most_limit_connections_and_every_request_answered() -> None:
 
 
 async def test_waiting_for_a_busy_pool_times_out() -> None:
-    release = asyncio.Event()
+    arrived, release = asyncio.Event(), asyncio.Event()
 
     async def held(writer: asyncio.StreamWriter) -> None:
+        arrived.set()
         await release.wait()
         writer.write(ok(b"{}"))
 
     async with serving([held]) as server:
         pool = HttpPool("127.0.0.1", server.port, limit=1)
         first = asyncio.ensure_future(pool.request(GET, None, within=10))
-        await asyncio.sleep(0.05)
+        await arrived.wait()  # the one connection is taken
         with pytest.raises(TimeoutError, match="no free connection"):
             await pool.request(GET, None, within=0.1)
         release.set()
