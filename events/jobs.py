@@ -39,7 +39,7 @@ pod's controller is a Job, and for a new pod unless it already finished or termi
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Protocol
 
 from events.objects import (
     JOB_TRACKING_FINALIZER,
@@ -55,6 +55,18 @@ _FAILED: Final = 1
 _SUCCEEDED: Final = 2
 # More digits than any real ordinal; keeps int() away from absurd annotation values.
 _MAX_ORDINAL_DIGITS: Final = 18
+
+
+class Finishing(Protocol):
+    """What the back-off record reads of a pod's previous version: a `Pod`, or the few
+    fields of it a bulk fold keeps (`events.fold.BulkFold`)."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def deletion_ts(self) -> int | None: ...
+    @property
+    def finalizers(self) -> tuple[str, ...]: ...
 
 
 def finish_time(pod: Pod) -> int:
@@ -74,7 +86,7 @@ def only_replace_failed(job: Job) -> bool:
     return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None
 
 
-def pod_changed(state: State, cluster: str, old: Pod | None, new: Pod) -> None:
+def pod_changed(state: State, cluster: str, old: Finishing | None, new: Pod) -> None:
     """Fold one observed change of a pod that still exists into its Job's records."""
     owner = new.controller
     if owner is None or owner.kind != "Job":
@@ -153,7 +165,7 @@ def job_changed(state: State, key: str, old: Job | None, new: Job | None) -> Non
         state.job_backoff[ref] = BackoffRecord(len(failures), max(failures))
 
 
-def _outcome(pod: Pod, only_failed: bool) -> int:
+def _outcome(pod: Finishing, only_failed: bool) -> int:
     """How a pod that still carries the tracking finalizer has finished, as the back-off sees
     it; `_NONE` for a pod without it."""
     if JOB_TRACKING_FINALIZER not in pod.finalizers:

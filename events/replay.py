@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from events import migrate
-from events.fold import fold
+from events.fold import BulkFold
 from events.migrate import Migration
 from events.quantity import format_units
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Started, Tick, decode_event
@@ -154,6 +154,7 @@ async def rebuild(
             state.topology = rebuilt_topology(state, levels)
     folded = 0
     reported = 0
+    bulk = BulkFold(state)
     with paused_gc():
         async for rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
             # Decoded here rather than by iterating an `EventBatch`: the generator between
@@ -163,11 +164,12 @@ async def rebuild(
                     event = decode_event(body)
                 except DECODE_ERRORS as exc:
                     raise CorruptEvent(log.path, seq, str(exc)) from exc
-                fold(state, seq, event)
+                bulk.fold(seq, event, body)
             folded += len(rows)
             if progress is not None and folded - reported >= PROGRESS_EVERY:
                 reported = folded
                 progress(state.seq, last)
+        bulk.settle()
     if progress is not None:
         progress(last, last)
     return Replayed(state=state, snapshot=snapshot, folded=folded, last_seq=last, skipped=skipped)

@@ -15,7 +15,7 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from daemon.synthetic import make_nodes, make_pod, stream
-from events.fold import fold
+from events.fold import BulkFold, fold
 from events.replay import paused_gc, rebuild
 from events.schema import Event, Observed, decode_event, encode_event, event_ref
 from events.state import empty_state
@@ -108,6 +108,7 @@ def _decode_keep_latest(bodies: list[bytes]) -> float:
 
 
 def _decode_fold(bodies: list[bytes]) -> float:
+    """Event by event, as the daemon folds what its watches bring."""
     state = empty_state()
     with paused_gc():
         start = time.perf_counter()
@@ -115,6 +116,19 @@ def _decode_fold(bodies: list[bytes]) -> float:
             fold(state, seq, decode_event(body))
         elapsed = time.perf_counter() - start
     del state
+    return elapsed
+
+
+def _decode_bulk_fold(bodies: list[bytes]) -> float:
+    """As a replay folds (`events.replay.rebuild`): `BulkFold`, settled at the end."""
+    bulk = BulkFold(empty_state())
+    with paused_gc():
+        start = time.perf_counter()
+        for seq, body in enumerate(bodies, 1):
+            bulk.fold(seq, decode_event(body), body)
+        bulk.settle()
+        elapsed = time.perf_counter() - start
+    del bulk
     return elapsed
 
 
@@ -157,15 +171,22 @@ async def run(table: Table) -> None:
         decode = _decode_alone(bodies)
         latest = _decode_keep_latest(bodies)
         decode_fold = _decode_fold(bodies)
+        decode_bulk = _decode_bulk_fold(bodies)
         del bodies
         gc.collect()
         table.add("replay: decode alone", f"{EVENTS / decode:,.0f} events/s")
         table.add(
             "replay: decode + keep each object's latest version", f"{EVENTS / latest:,.0f} events/s"
         )
-        table.add("replay: decode + fold", f"{EVENTS / decode_fold:,.0f} events/s")
+        table.add(
+            "replay: decode + fold event by event (live)", f"{EVENTS / decode_fold:,.0f} events/s"
+        )
+        table.add(
+            "replay: decode + fold as a replay folds", f"{EVENTS / decode_bulk:,.0f} events/s"
+        )
         table.add("replay: (decode + keep latest) / decode", f"{decode / latest:.2f}")
-        ratio = decode / decode_fold
+        table.add("replay: (decode + fold event by event) / decode", f"{decode / decode_fold:.2f}")
+        ratio = decode / decode_bulk
         table.add("replay: (decode+fold) / decode", f"{ratio:.2f}", "≥ 0.30", ratio >= 0.3)
 
         async with EventLog.open(Path(tmp) / "log.db", readonly=True) as log:

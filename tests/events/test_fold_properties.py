@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from events.fold import fold, fold_all
+from events.fold import BulkFold, fold, fold_all
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.objects import (
     JOB_TRACKING_FINALIZER,
@@ -45,7 +45,7 @@ from events.schema import (
     decode_event,
     encode_event,
 )
-from events.state import State, decode_state, empty_state, encode_state
+from events.state import TABLES, State, decode_state, empty_state, encode_state
 from events.topology import DEFAULT_LEVELS
 from tests.events.builders import BLOCK, GPU, HOST, RACK
 
@@ -509,3 +509,34 @@ def test_topology_equals_recomputation(stream: Stream) -> None:
     assert (topology.paths, topology.node_capacity, topology.node_used) == ({}, {}, {})
     assert (topology.capacity, topology.used, topology.members) == ({}, {}, {})
     assert (topology.node_pods, topology.leaf_nodes) == ({}, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. A bulk fold settles to the state the fold makes, wherever it settles
+
+
+@PROPERTY
+@given(streams(), st.data())
+def test_bulk_fold_settles_to_the_fold(stream: Stream, data: st.DataObject) -> None:
+    """`BulkFold` (what replays use) against `fold` event by event: equal state at every
+    point it settles, each table's objects in the same order, and an eager fold that
+    carries on from a settled state ends where it would have anyway."""
+    levels, events = stream
+    bodies = [encode_event(event) for event in events]
+    settle_at = data.draw(st.sets(st.integers(1, max(len(events), 1))), label="settle after")
+    eager = empty_state(levels)
+    bulk = BulkFold(empty_state(levels))
+    for seq, (event, body) in enumerate(zip(events, bodies, strict=True), start=1):
+        fold(eager, seq, event)
+        bulk.fold(seq, decode_event(body), body)
+        if seq in settle_at:
+            _assert_same(bulk.settle(), eager, f"settled after {seq} of {len(events)} events")
+    settled = bulk.settle()
+    _assert_same(settled, eager, "at the end")
+    assert_matches_reference(settled)
+
+
+def _assert_same(state: State, expected: State, where: str) -> None:
+    assert state == expected, where
+    for kind in TABLES:
+        assert list(state.table(kind)) == list(expected.table(kind)), f"{kind} order, {where}"

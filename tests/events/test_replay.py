@@ -12,7 +12,7 @@ import pytest
 
 from events import replay
 from events import timeline as timeline_module
-from events.fold import fold
+from events.fold import BulkFold, fold
 from events.replay import paused_gc, rebuild
 from events.schema import Event
 from events.state import State, empty_state, encode_state
@@ -59,16 +59,26 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
         seen.append(gc.isenabled())
         return fold(state, seq, event)
 
-    monkeypatch.setattr(replay, "fold", spy)
+    class SpyBulk(BulkFold):
+        def fold(self, seq: int, event: Event, body: bytes) -> None:
+            seen.append(gc.isenabled())
+            super().fold(seq, event, body)
+
+        def settle(self) -> State:
+            seen.append(gc.isenabled())
+            return super().settle()
+
+    monkeypatch.setattr(replay, "BulkFold", SpyBulk)
     monkeypatch.setattr(timeline_module, "fold", spy)
     gc.enable()
     async with EventLog.open(tmp_path / "log.db", readonly=True) as log:
         if tool == "rebuild":
             replayed = await rebuild(log)
             assert sorted(replayed.state.pods) == ["c1/ns/p1"]
+            assert seen == [False, False, False]  # two events, then settling the pod
         else:
             await timeline(log)
-    assert seen == [False, False]
+            assert seen == [False, False, False]  # settling the empty prefix, two events
     assert gc.isenabled()
 
 
