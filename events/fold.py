@@ -4,6 +4,9 @@ Deterministic and free of I/O, clocks and randomness: the same events give the s
 whether folded from empty or from a snapshot. For speed the state is updated in place and
 returned (a million events cannot each copy a hundred thousand pods); a caller that needs
 the old value keeps a snapshot, which is what `events.state.encode_state` is for.
+
+`BulkFold` folds a long run of stored events (a replay) to the same state by the same rules,
+deferring the part of them that depends only on which pods there are, not on their order.
 """
 
 from __future__ import annotations
@@ -14,8 +17,19 @@ import msgspec
 
 from events import expectations, gangs, jobs, jobsets
 from events.index import reindex
+from events.intents import Bind
 from events.jobs import Finishing
-from events.objects import KINDS, TERMINAL_PHASES, Job, Node, Pod, PodGroup, SlimObject
+from events.objects import (
+    JOB_TRACKING_FINALIZER,
+    KINDS,
+    TERMINAL_PHASES,
+    Job,
+    Node,
+    OwnerRef,
+    Pod,
+    PodGroup,
+    SlimObject,
+)
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick, decode_event
 from events.state import TABLES, InFlight, State
 from events.topology import charge_of
@@ -110,9 +124,18 @@ def _pod_records(state: State, cluster: str, key: str, old: Pod | None, new: Pod
     which pods the state holds, not on the order they changed in, which is what lets
     `BulkFold` apply them once per pod rather than once per event. Returns whether any usage
     moved."""
+    if old is None and new is None:
+        return False  # a deletion of a pod the state never had
     moved = state.topology.charge_pod(cluster, key, old, new)
     if old is None or new is None or old.owners != new.owners:
-        _index_child(state, cluster, key, old, new)
+        _index_child(
+            state,
+            cluster,
+            (old or new).namespace,  # type: ignore[union-attr]
+            key,
+            old.owners if old is not None else None,
+            new.owners if new is not None else None,
+        )
     if old is None or new is None or old.pod_group != new.pod_group:
         gangs.pod_changed(state, cluster, key, old, new)
     return moved
@@ -133,18 +156,25 @@ def _pod_history(state: State, cluster: str, old: Finishing | None, new: Pod | N
         jobs.pod_changed(state, cluster, old, new)
 
 
-def _controller_ref(cluster: str, obj: SlimObject) -> str | None:
-    owner = obj.controller
-    if owner is None:
-        return None
-    return f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}"
+def _controller_ref(cluster: str, namespace: str, owners: tuple[OwnerRef, ...]) -> str | None:
+    for owner in owners:
+        if owner.controller:
+            return f"{owner.kind}/{cluster}/{namespace}/{owner.name}"
+    return None
 
 
 def _index_child(
-    state: State, cluster: str, key: str, old: SlimObject | None, new: SlimObject | None
+    state: State,
+    cluster: str,
+    namespace: str,
+    key: str,
+    old: tuple[OwnerRef, ...] | None,
+    new: tuple[OwnerRef, ...] | None,
 ) -> None:
-    before = _controller_ref(cluster, old) if old is not None else None
-    after = _controller_ref(cluster, new) if new is not None else None
+    """Move pod `key` in the controller index from the controller among owners `old` to the
+    one among `new` (None: the pod is not there)."""
+    before = _controller_ref(cluster, namespace, old) if old is not None else None
+    after = _controller_ref(cluster, namespace, new) if new is not None else None
     reindex(state.children, key, before, after)
 
 
@@ -153,7 +183,7 @@ def _dirty_owners_on(state: State, cluster: str, node_key: str, dirty: Dirty) ->
     for pod_key in state.topology.pods_on(node_key):
         pod = pods.get(pod_key)
         if pod is not None:
-            ref = _controller_ref(cluster, pod)
+            ref = _controller_ref(cluster, pod.namespace, pod.owners)
             if ref is not None:
                 dirty.add(ref)
 
@@ -183,8 +213,8 @@ def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
 
 
 class _Stored(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """The newest version of a pod that `BulkFold` has not put in the state yet: the stored
-    event it came in, and the fields `_pod_history` compares with the next version."""
+    """A pod version `BulkFold` put in the state's table undecoded: the stored event it came
+    in, and the fields `_pod_history` compares with the next version."""
 
     cluster: str
     body: bytes
@@ -192,8 +222,8 @@ class _Stored(msgspec.Struct, frozen=True, array_like=True, gc=False):
     deletion_ts: int | None
     finalizers: tuple[str, ...]
 
-
-_UNSEEN: Final = _Stored("", b"", "", None, ())
+    def decoded(self) -> Pod:
+        return decode_event(self.body).obj  # type: ignore[union-attr, return-value]
 
 
 class BulkFold:
@@ -202,84 +232,113 @@ class BulkFold:
 
     Keeping every pod version decoded is what made folding a million events cost seven times
     decoding them: a pod is some two dozen Python objects, and replacing a version made long
-    before frees them cold. So until `settle`, a changed pod is kept as the bytes of its
-    stored event, and what the state derives from its pods (`_pod_records`: usage, indexes) is
-    brought up to date once per pod, from the version the state last accounted for to the
-    newest. What depends on the order of changes (`_pod_history`, expectations) is folded
-    event by event as `fold` does, from the decoded event at hand. Before an event whose fold
-    reads pods (a decision, an outcome, a Job) the backlog is settled first. After `settle`
-    the state equals, table order included, the state `fold` makes of the same events
-    (tests/events/test_fold_properties.py); until then only this object may touch it."""
+    before frees them cold. So a changed pod goes into the table as the bytes of its stored
+    event (`_Stored`), decoded only at `settle`, and what the state derives from its pods
+    (`_pod_records`: usage, the controller and pod group indexes) is brought up to date
+    then, once per pod, from the version it last accounted for to the newest. What depends
+    on the order of changes (`_pod_history`, expectations) is folded event by event as `fold`
+    does, from the decoded event at hand. The few events whose fold reads pods settle what
+    they read first: a bind decision or an outcome its pod, a Job new to the state the pods
+    it may count. After `settle` the state equals, table order included, the state `fold`
+    makes of the same events (tests/events/test_fold_properties.py); until then only this
+    object may touch it."""
 
-    __slots__ = ("_gone", "_pending", "state")
+    __slots__ = ("_accounted", "_finishing", "state")
 
     def __init__(self, state: State) -> None:
         self.state = state
-        # Pod key -> its newest version not yet in `state.pods` (None: deleted), in the order
-        # `fold` would have (re)inserted them into the table.
-        self._pending: dict[str, _Stored | None] = {}
-        # Pod key -> (cluster, the version the state's records still account for) of a pod
-        # deleted since the last `settle`; it is out of `state.pods` already, so that a pod
-        # created again under its name goes to the table's end, as it would in `fold`.
-        self._gone: dict[str, tuple[str, Pod]] = {}
+        # Pod key -> what the state's records still account for under it: (cluster, version)
+        # or None (nothing). A key is here from its first change since the last settle.
+        self._accounted: dict[str, tuple[str, Pod] | None] = {}
+        # Keys of those pods whose newest version a Job's back-off may count (tracked, and
+        # finished or terminating): a Job new to the state must see them.
+        self._finishing: set[str] = set()
 
     def fold(self, seq: int, event: Event, body: bytes) -> None:
         """Fold one stored event; `body` is its encoded form (`events.schema.encode_event`)."""
-        if type(event) is not Observed or type(event.obj) is not Pod:
-            if self._pending and (
-                type(event) in _READ_PODS or (type(event) is Observed and type(event.obj) is Job)
-            ):
-                self.settle()
-            fold(self.state, seq, event)
-            return
         state = self.state
+        if type(event) is not Observed or type(event.obj) is not Pod:
+            if self._accounted:
+                self._settle_read_by(event)
+            fold(state, seq, event)
+            return
         if event.at > state.now:
             state.now = event.at
         state.seq = seq
         pod: Pod = event.obj
         cluster = event.cluster
         key = f"{cluster}/{pod.namespace}/{pod.name}"
-        pending = self._pending
-        old: Finishing | None = pending.get(key, _UNSEEN)
-        if old is _UNSEEN:
-            old = state.pods.get(key)
+        table: dict[str, Pod | _Stored] = state.pods  # type: ignore[assignment]
+        old = table.get(key)
+        accounted = self._accounted
+        if key not in accounted:
+            accounted[key] = (cluster, old) if old is not None else None  # type: ignore[assignment]
         current: Pod | None = None
         if event.change == "DELETED":
-            applied = state.pods.pop(key, None)
-            if applied is not None:
-                self._gone[key] = (cluster, applied)
-                pending[key] = None
-            elif key in self._gone:
-                pending[key] = None
-            else:
-                pending.pop(key, None)  # created and gone since the last settle
+            table.pop(key, None)
+            if accounted[key] is None:
+                del accounted[key]  # created and gone since the last settle: nothing to do
         else:
             current = pod
-            if old is None:
-                pending.pop(key, None)  # (re)inserted: to the end, as into a dict
-            pending[key] = _Stored(cluster, body, pod.phase, pod.deletion_ts, pod.finalizers)
+            table[key] = _Stored(cluster, body, pod.phase, pod.deletion_ts, pod.finalizers)
+        finishing = self._finishing
+        if (
+            current is not None
+            and JOB_TRACKING_FINALIZER in pod.finalizers
+            and (pod.phase in TERMINAL_PHASES or pod.deletion_ts is not None)
+        ):
+            finishing.add(key)  # a Job's back-off may count it (`jobs._outcome`)
+        elif finishing:
+            finishing.discard(key)
         _pod_history(state, cluster, old, current)
         if state.expected:
             expectations.observe(state, f"Pod/{key}", current, None)
 
     def settle(self) -> State:
-        """Put every pending pod into the state and its records; returns the state."""
-        state = self.state
-        pods = state.pods
-        gone = self._gone
-        for key, stored in self._pending.items():
-            if stored is None:  # deleted: out of the table already, its records go now
-                cluster, old = gone.pop(key)
-                _pod_records(state, cluster, key, old, None)
-                continue
-            was = gone.pop(key, None)
-            new: Pod = decode_event(stored.body).obj  # type: ignore[union-attr, assignment]
-            _pod_records(state, stored.cluster, key, was[1] if was else pods.get(key), new)
-            pods[key] = new
-        self._pending.clear()
-        return state
+        """Decode every pod changed since the last settle and bring the state's records up to
+        date; returns the state."""
+        accounted = self._accounted
+        for key, was in accounted.items():
+            self._settle(key, was)
+        accounted.clear()
+        self._finishing.clear()
+        return self.state
 
+    def _settle_read_by(self, event: Event) -> None:
+        """Settle the pods that folding `event` reads."""
+        if type(event) is Decided:
+            for intent in event.intents:  # `expectations.expect` reads a bind's pod
+                if type(intent) is Bind:
+                    self._settle_key(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+        elif type(event) is Outcome:  # `expectations.settle` reads the intent's object
+            flight = self.state.inflight.get(event.decision)
+            if flight is not None and 0 <= event.index < len(flight.decision.intents):
+                intent = flight.decision.intents[event.index]
+                if intent.kind == "Pod":
+                    self._settle_key(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+        elif type(event) is Observed and type(event.obj) is Job and event.change != "DELETED":
+            job = event.obj
+            key = f"{event.cluster}/{job.namespace}/{job.name}"
+            known = self.state.jobs.get(key)
+            if known is None or known.uid != job.uid:
+                # `jobs.job_changed` counts the finished pods the controller index gives it:
+                # those the index has are settled to their newest version, and the finished
+                # ones it may not have yet are settled into it.
+                for pod_key in [*self.state.children.get("Job/" + key, ()), *self._finishing]:
+                    self._settle_key(pod_key)
 
-# Events whose fold reads pods, so that the backlog is settled before them (and an observed
-# Job: `jobs.job_changed` reads the pods it controls).
-_READ_PODS: Final = frozenset({Decided, Outcome})
+    def _settle_key(self, key: str) -> None:
+        if key in self._accounted:
+            self._settle(key, self._accounted.pop(key))
+            self._finishing.discard(key)
+
+    def _settle(self, key: str, was: tuple[str, Pod] | None) -> None:
+        table: dict[str, Pod | _Stored] = self.state.pods  # type: ignore[assignment]
+        stored = table.get(key)
+        new: Pod | None = None
+        if type(stored) is _Stored:
+            new = table[key] = stored.decoded()
+        if was is not None:
+            _pod_records(self.state, was[0], key, was[1], new)
+        elif new is not None:
+            _pod_records(self.state, stored.cluster, key, None, new)  # type: ignore[union-attr]

@@ -471,6 +471,36 @@ BULK_CASES: list[tuple[str, list[Event], list[Event], Callable[[State], object],
         {},
     ),
     (
+        # A pod that fails under a Job already there counts at once, in order of events.
+        "a pod's failure counts for its Job as it is folded",
+        [observed(make_job("j0"))],
+        [
+            observed(_P0_TRACKED),
+            observed(replace(_P0_TRACKED, rv="2", phase="Failed", finished=7), change="MODIFIED"),
+            observed(replace(_P0_TRACKED, rv="3", phase="Failed", finished=7), change="DELETED"),
+        ],
+        lambda state: state.job_backoff,
+        {"Job/c1/ns/j0": BackoffRecord(1, 7)},
+    ),
+    (
+        # A Job that appears reads the pods it controls as they are now: one failed since it
+        # was last settled, one deleted since.
+        "a Job reads its pods as folded, not as last settled",
+        [
+            observed(_P0_TRACKED),
+            observed(replace(_P0_TRACKED, name="p1", uid="uid-p1")),
+            observed(make_job("j0")),
+            observed(make_job("j0", rv="2"), change="DELETED"),
+        ],
+        [
+            observed(replace(_P0_TRACKED, rv="2", phase="Failed", finished=7), change="MODIFIED"),
+            observed(replace(_P0_TRACKED, name="p1", uid="uid-p1", rv="3"), change="DELETED"),
+            observed(make_job("j0", rv="4")),
+        ],
+        lambda state: state.job_backoff,
+        {"Job/c1/ns/j0": BackoffRecord(1, 7)},
+    ),
+    (
         # A Job that appears counts the failures of its pods that are already there.
         "a Job reads the pods folded before it",
         [],
