@@ -25,7 +25,6 @@ from events.objects import (
     TERMINAL_PHASES,
     Job,
     Node,
-    OwnerRef,
     Pod,
     PodGroup,
     SlimObject,
@@ -128,14 +127,7 @@ def _pod_records(state: State, cluster: str, key: str, old: Pod | None, new: Pod
         return False  # a deletion of a pod the state never had
     moved = state.topology.charge_pod(cluster, key, old, new)
     if old is None or new is None or old.owners != new.owners:
-        _index_child(
-            state,
-            cluster,
-            (old or new).namespace,  # type: ignore[union-attr]
-            key,
-            old.owners if old is not None else None,
-            new.owners if new is not None else None,
-        )
+        _index_child(state, cluster, key, old, new)
     if old is None or new is None or old.pod_group != new.pod_group:
         gangs.pod_changed(state, cluster, key, old, new)
     return moved
@@ -156,25 +148,18 @@ def _pod_history(state: State, cluster: str, old: Finishing | None, new: Pod | N
         jobs.pod_changed(state, cluster, old, new)
 
 
-def _controller_ref(cluster: str, namespace: str, owners: tuple[OwnerRef, ...]) -> str | None:
-    for owner in owners:
-        if owner.controller:
-            return f"{owner.kind}/{cluster}/{namespace}/{owner.name}"
-    return None
+def _controller_ref(cluster: str, obj: SlimObject) -> str | None:
+    owner = obj.controller
+    if owner is None:
+        return None
+    return f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}"
 
 
 def _index_child(
-    state: State,
-    cluster: str,
-    namespace: str,
-    key: str,
-    old: tuple[OwnerRef, ...] | None,
-    new: tuple[OwnerRef, ...] | None,
+    state: State, cluster: str, key: str, old: SlimObject | None, new: SlimObject | None
 ) -> None:
-    """Move pod `key` in the controller index from the controller among owners `old` to the
-    one among `new` (None: the pod is not there)."""
-    before = _controller_ref(cluster, namespace, old) if old is not None else None
-    after = _controller_ref(cluster, namespace, new) if new is not None else None
+    before = _controller_ref(cluster, old) if old is not None else None
+    after = _controller_ref(cluster, new) if new is not None else None
     reindex(state.children, key, before, after)
 
 
@@ -183,7 +168,7 @@ def _dirty_owners_on(state: State, cluster: str, node_key: str, dirty: Dirty) ->
     for pod_key in state.topology.pods_on(node_key):
         pod = pods.get(pod_key)
         if pod is not None:
-            ref = _controller_ref(cluster, pod.namespace, pod.owners)
+            ref = _controller_ref(cluster, pod)
             if ref is not None:
                 dirty.add(ref)
 
