@@ -26,7 +26,7 @@ def expect(state: State, seq: int, decision: Decided) -> None:
         expectation = Expectation(seq, decision.key, op, since=decision.at)
         if isinstance(intent, Bind):
             expectation.node = intent.node
-            pod = state.pods.get(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+            pod = state.pods.get(intent.key)
             if pod is not None and not pod.node_name and not pod.terminal:
                 expectation.requests = pod.requests
         _replace(state, intent.ref, expectation)

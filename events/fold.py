@@ -20,7 +20,6 @@ from events.index import reindex
 from events.intents import Bind
 from events.jobs import Finishing
 from events.objects import (
-    JOB_TRACKING_FINALIZER,
     KINDS,
     TERMINAL_PHASES,
     Job,
@@ -180,9 +179,17 @@ def _decided(state: State, seq: int, event: Decided) -> None:
         expectations.expect(state, seq, event)
 
 
-def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
+def _flight_of(state: State, event: Outcome) -> InFlight | None:
+    """The decision in flight an outcome reports on, if it has the intent the outcome names."""
     flight = state.inflight.get(event.decision)
     if flight is None or not 0 <= event.index < len(flight.decision.intents):
+        return None
+    return flight
+
+
+def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
+    flight = _flight_of(state, event)
+    if flight is None:
         return
     expectations.settle(state, event, flight.decision.intents[event.index].ref, dirty)
     if event.index in flight.pending:
@@ -235,8 +242,8 @@ class BulkFold:
         # Pod key -> what the state's records still account for under it: (cluster, version)
         # or None (nothing). A key is here from its first change since the last settle.
         self._accounted: dict[str, tuple[str, Pod] | None] = {}
-        # Keys of those pods whose newest version a Job's back-off may count (tracked, and
-        # finished or terminating): a Job new to the state must see them.
+        # Keys of those pods whose newest version a Job's back-off may count
+        # (`jobs.may_count`): a Job new to the state must see them.
         self._finishing: set[str] = set()
 
     def fold(self, seq: int, event: Event, body: bytes) -> None:
@@ -267,12 +274,8 @@ class BulkFold:
             current = pod
             table[key] = _Stored(cluster, body, pod.phase, pod.deletion_ts, pod.finalizers)
         finishing = self._finishing
-        if (
-            current is not None
-            and JOB_TRACKING_FINALIZER in pod.finalizers
-            and (pod.phase in TERMINAL_PHASES or pod.deletion_ts is not None)
-        ):
-            finishing.add(key)  # a Job's back-off may count it (`jobs._outcome`)
+        if current is not None and jobs.may_count(pod):
+            finishing.add(key)
         elif finishing:
             finishing.discard(key)
         _pod_history(state, cluster, old, current)
@@ -294,13 +297,11 @@ class BulkFold:
         if type(event) is Decided:
             for intent in event.intents:  # `expectations.expect` reads a bind's pod
                 if type(intent) is Bind:
-                    self._settle_key(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+                    self._settle_key(intent.key)
         elif type(event) is Outcome:  # `expectations.settle` reads the intent's object
-            flight = self.state.inflight.get(event.decision)
-            if flight is not None and 0 <= event.index < len(flight.decision.intents):
-                intent = flight.decision.intents[event.index]
-                if intent.kind == "Pod":
-                    self._settle_key(f"{intent.cluster}/{intent.namespace}/{intent.name}")
+            flight = _flight_of(self.state, event)
+            if flight is not None and flight.decision.intents[event.index].kind == "Pod":
+                self._settle_key(flight.decision.intents[event.index].key)
         elif type(event) is Observed and type(event.obj) is Job and event.change != "DELETED":
             job = event.obj
             key = f"{event.cluster}/{job.namespace}/{job.name}"
@@ -319,11 +320,10 @@ class BulkFold:
 
     def _settle(self, key: str, was: tuple[str, Pod] | None) -> None:
         table: dict[str, Pod | _Stored] = self.state.pods  # type: ignore[assignment]
-        stored = table.get(key)
+        cluster, old = was if was is not None else ("", None)
         new: Pod | None = None
+        stored = table.get(key)
         if type(stored) is _Stored:
+            cluster = stored.cluster
             new = table[key] = stored.decoded()
-        if was is not None:
-            _pod_records(self.state, was[0], key, was[1], new)
-        elif new is not None:
-            _pod_records(self.state, stored.cluster, key, None, new)  # type: ignore[union-attr]
+        _pod_records(self.state, cluster, key, old, new)

@@ -22,6 +22,11 @@ class _Intent(msgspec.Struct, frozen=True, array_like=True, gc=False, tag_field=
     def ref(self) -> str:
         return f"{self.kind}/{self.cluster}/{self.namespace}/{self.name}"
 
+    @property
+    def key(self) -> str:
+        """The target's key in its state table, ``cluster/namespace/name``."""
+        return f"{self.cluster}/{self.namespace}/{self.name}"
+
 
 class Create(_Intent, frozen=True, tag="create"):
     body: dict[str, Any] = {}

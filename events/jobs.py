@@ -165,15 +165,23 @@ def job_changed(state: State, key: str, old: Job | None, new: Job | None) -> Non
         state.job_backoff[ref] = BackoffRecord(len(failures), max(failures))
 
 
+def may_count(pod: Finishing) -> bool:
+    """Whether the back-off may count the pod as finished, under either replacement policy:
+    it carries the tracking finalizer and has finished or is terminating."""
+    return JOB_TRACKING_FINALIZER in pod.finalizers and (
+        pod.phase in TERMINAL_PHASES or pod.deletion_ts is not None
+    )
+
+
 def _outcome(pod: Finishing, only_failed: bool) -> int:
     """How a pod that still carries the tracking finalizer has finished, as the back-off sees
     it; `_NONE` for a pod without it."""
-    if JOB_TRACKING_FINALIZER not in pod.finalizers:
+    if not may_count(pod):
         return _NONE
     phase = pod.phase
     if phase == "Succeeded":
         return _SUCCEEDED
-    if phase == "Failed" or (pod.deletion_ts is not None and not only_failed):
+    if phase == "Failed" or not only_failed:  # failed, or terminating before it finished
         return _FAILED
     return _NONE
 
