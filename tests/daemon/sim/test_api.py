@@ -119,6 +119,10 @@ async def test_three_patch_types(api: client.ApiClient) -> None:
         {"name": "b", "image": "img:1"},
     ]
     body["metadata"]["finalizers"] = ["example.com/keep"]
+    # No scheduler serves it, so nothing but these patches changes it: the agent binding and
+    # starting the pod between two patches moved its resourceVersion past the JSON patch's
+    # `test` operation below, about half of the runs.
+    body["spec"]["schedulerName"] = "nobody"
     await core.create_namespaced_pod("default", body)
     # JSON merge patch: maps merge, null deletes.
     merged = await core.patch_namespaced_pod(
