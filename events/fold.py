@@ -28,7 +28,19 @@ from events.objects import (
     PodGroup,
     SlimObject,
 )
-from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick, decode_event
+from events.schema import (
+    DECODE_ERRORS,
+    HEAD_DECODER,
+    Decided,
+    Event,
+    Observed,
+    Outcome,
+    PodHead,
+    PodObserved,
+    Resynced,
+    Tick,
+    decode_event,
+)
 from events.state import TABLES, InFlight, State
 from events.topology import charge_of
 
@@ -132,7 +144,9 @@ def _pod_records(state: State, cluster: str, key: str, old: Pod | None, new: Pod
     return moved
 
 
-def _pod_history(state: State, cluster: str, old: Finishing | None, new: Pod | None) -> None:
+def _pod_history(
+    state: State, cluster: str, old: Finishing | None, new: jobs.Changed | None
+) -> None:
     """Fold a pod's change into what outlives it (its Job's back-off record and ordinal
     watermark), which depends on every change in order. Only a pod new to the state, or a
     change that can finish a pod for its Job's back-off (a terminal phase, a deletion, a
@@ -206,16 +220,30 @@ def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
 
 class _Stored(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """A pod version `BulkFold` put in the state's table undecoded: the stored event it came
-    in, and the fields `_pod_history` compares with the next version."""
+    in (and its seq, to name it if it turns out not to decode), and the fields
+    `_pod_history` compares with the next version."""
 
     cluster: str
+    seq: int
     body: bytes
     phase: str
     deletion_ts: int | None
     finalizers: tuple[str, ...]
 
     def decoded(self) -> Pod:
-        return decode_event(self.body).obj  # type: ignore[union-attr, return-value]
+        try:
+            return decode_event(self.body).obj  # type: ignore[union-attr, return-value]
+        except DECODE_ERRORS as exc:
+            raise UndecodableEvent(self.seq, str(exc)) from exc
+
+
+class UndecodableEvent(Exception):
+    """A stored event `BulkFold` was given does not decode: its seq, and msgspec's reason."""
+
+    def __init__(self, seq: int, reason: str) -> None:
+        super().__init__(f"event seq {seq} does not decode: {reason}")
+        self.seq = seq
+        self.reason = reason
 
 
 class BulkFold:
@@ -224,16 +252,19 @@ class BulkFold:
 
     Keeping every pod version decoded is what made folding a million events cost seven times
     decoding them: a pod is some two dozen Python objects, and replacing a version made long
-    before frees them cold. So a changed pod goes into the table as the bytes of its stored
-    event (`_Stored`), decoded only at `settle`, and what the state derives from its pods
-    (`_pod_records`: usage, the controller and pod group indexes) is brought up to date
-    then, once per pod, from the version it last accounted for to the newest. What depends
-    on the order of changes (`_pod_history`, expectations) is folded event by event as `fold`
-    does, from the decoded event at hand. The few events whose fold reads pods settle what
-    they read first: a bind decision or an outcome its pod, a Job new to the state the pods
-    it may count. After `settle` the state equals, table order included, the state `fold`
-    makes of the same events (tests/events/test_fold_properties.py); until then only this
-    object may touch it."""
+    before frees them cold. So a pod change is decoded only to its head (`PodHead`: what its
+    Job's records read) and goes into the table as the bytes of its stored event (`_Stored`),
+    decoded whole only at `settle`; what the state derives from its pods (`_pod_records`:
+    usage, the controller and pod group indexes) is brought up to date then, once per pod,
+    from the version it last accounted for to the newest. What depends on the order of
+    changes (`_pod_history`, expectations) is folded event by event as `fold` does. The few
+    events whose fold reads pods settle what they read first: a bind decision or an outcome
+    its pod, a Job new to the state the pods it may count. After `settle` the state equals,
+    table order included, the state `fold` makes of the same events
+    (tests/events/test_fold_properties.py); until then only this object may touch it.
+
+    A pod version that a newer one replaces before a settle is checked only as MessagePack
+    beyond its head; `kbatchd replay --verify` decodes every event whole."""
 
     __slots__ = ("_accounted", "_finishing", "state")
 
@@ -246,41 +277,53 @@ class BulkFold:
         # (`jobs.may_count`): a Job new to the state must see them.
         self._finishing: set[str] = set()
 
-    def fold(self, seq: int, event: Event, body: bytes) -> None:
-        """Fold one stored event; `body` is its encoded form (`events.schema.encode_event`)."""
+    def fold(self, seq: int, body: bytes) -> None:
+        """Fold one stored event, `body` as `events.schema.encode_event` made it. Raises
+        `UndecodableEvent` for it, or for an earlier one this settles, if it does not decode."""
+        try:
+            event = HEAD_DECODER.decode(body)
+        except DECODE_ERRORS as exc:
+            raise UndecodableEvent(seq, str(exc)) from exc
         state = self.state
-        if type(event) is not Observed or type(event.obj) is not Pod:
-            if self._accounted:
-                self._settle_read_by(event)
-            fold(state, seq, event)
-            return
-        if event.at > state.now:
-            state.now = event.at
+        if type(event) is PodObserved:
+            pod = event.obj
+            if type(pod) is PodHead:
+                self._pod(seq, body, event.at, event.cluster, event.change, pod)
+                return
+            event = event.observed()
+        if self._accounted:
+            self._settle_read_by(event)
+        fold(state, seq, event)
+
+    def _pod(self, seq: int, body: bytes, at: int, cluster: str, change: str, pod: PodHead) -> None:
+        state = self.state
+        if at > state.now:
+            state.now = at
         state.seq = seq
-        pod: Pod = event.obj
-        cluster = event.cluster
         key = f"{cluster}/{pod.namespace}/{pod.name}"
         table: dict[str, Pod | _Stored] = state.pods  # type: ignore[assignment]
         old = table.get(key)
         accounted = self._accounted
         if key not in accounted:
             accounted[key] = (cluster, old) if old is not None else None  # type: ignore[assignment]
-        current: Pod | None = None
-        if event.change == "DELETED":
+        current: PodHead | None = None
+        if change == "DELETED":
             table.pop(key, None)
             if accounted[key] is None:
                 del accounted[key]  # created and gone since the last settle: nothing to do
         else:
             current = pod
-            table[key] = _Stored(cluster, body, pod.phase, pod.deletion_ts, pod.finalizers)
+            table[key] = _Stored(cluster, seq, body, pod.phase, pod.deletion_ts, pod.finalizers)
         finishing = self._finishing
         if current is not None and jobs.may_count(pod):
             finishing.add(key)
         elif finishing:
             finishing.discard(key)
         _pod_history(state, cluster, old, current)
-        if state.expected:
-            expectations.observe(state, f"Pod/{key}", current, None)
+        if state.expected and f"Pod/{key}" in state.expected:
+            # `expectations.satisfied` reads any field of the pod: this one version whole.
+            whole = None if current is None else _Stored.decoded(table[key])  # type: ignore[arg-type]
+            expectations.observe(state, f"Pod/{key}", whole, None)
 
     def settle(self) -> State:
         """Decode every pod changed since the last settle and bring the state's records up to

@@ -39,6 +39,7 @@ pod's controller is a Job, and for a new pod unless it already finished or termi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final, Protocol
 
 from events.objects import (
@@ -46,7 +47,7 @@ from events.objects import (
     POD_ORDINAL_ANNOTATION,
     TERMINAL_PHASES,
     Job,
-    Pod,
+    OwnerRef,
 )
 from events.state import BackoffRecord, State
 
@@ -69,7 +70,25 @@ class Finishing(Protocol):
     def finalizers(self) -> tuple[str, ...]: ...
 
 
-def finish_time(pod: Pod) -> int:
+class Changed(Finishing, Protocol):
+    """What the Job's records read of a pod's new version: a `Pod`, or the head of one a
+    bulk fold decodes (`events.schema.PodHead`)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+    @property
+    def controller(self) -> OwnerRef | None: ...
+    @property
+    def created(self) -> int: ...
+    @property
+    def grace_seconds(self) -> int: ...
+    @property
+    def finished(self) -> int | None: ...
+
+
+def finish_time(pod: Changed) -> int:
     """When the pod finished, in ms: the newest container `finishedAt` when every container
     terminated (or the Ready=False transition), else its deletion time less the grace period,
     else its creation time — upstream `getFinishedTime`'s order."""
@@ -86,7 +105,7 @@ def only_replace_failed(job: Job) -> bool:
     return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None
 
 
-def pod_changed(state: State, cluster: str, old: Finishing | None, new: Pod) -> None:
+def pod_changed(state: State, cluster: str, old: Finishing | None, new: Changed) -> None:
     """Fold one observed change of a pod that still exists into its Job's records."""
     owner = new.controller
     if owner is None or owner.kind != "Job":

@@ -74,10 +74,15 @@ class KObject(msgspec.Struct, frozen=True, array_like=True, gc=False, tag_field=
 
     @property
     def controller(self) -> OwnerRef | None:
-        for owner in self.owners:
-            if owner.controller:
-                return owner
-        return None
+        return controller_of(self.owners)
+
+
+def controller_of(owners: tuple[OwnerRef, ...]) -> OwnerRef | None:
+    """The owner reference marked as the controller, if any."""
+    for owner in owners:
+        if owner.controller:
+            return owner
+    return None
 
 
 class Pod(KObject, frozen=True, tag="Pod"):

@@ -26,7 +26,6 @@ from typing import Any, Final, cast
 
 import aiosqlite
 import anyio
-import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from events.migrate import (
@@ -37,7 +36,7 @@ from events.migrate import (
     apply_migrations,
     schema_version,
 )
-from events.schema import Event, decode_event, encode_event, event_ref
+from events.schema import DECODE_ERRORS, Event, decode_event, encode_event, event_ref
 
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _TABLES: Final = frozenset({"events", "snapshots", "schema_migrations"})
@@ -133,10 +132,6 @@ def _columns(events: Sequence[Event]) -> tuple[list[int], list[str | None], list
         ref(event_ref(event))
         at(event.at)
     return ats, refs, bodies
-
-
-# What decoding a stored body raises when the body is corrupt (TypeError: not a blob at all).
-DECODE_ERRORS: Final = (msgspec.DecodeError, TypeError)
 
 
 class EventBatch:

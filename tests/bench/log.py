@@ -125,7 +125,7 @@ def _decode_bulk_fold(bodies: list[bytes]) -> float:
     with paused_gc():
         start = time.perf_counter()
         for seq, body in enumerate(bodies, 1):
-            bulk.fold(seq, decode_event(body), body)
+            bulk.fold(seq, body)
         bulk.settle()
         elapsed = time.perf_counter() - start
     del bulk

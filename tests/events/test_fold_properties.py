@@ -528,7 +528,7 @@ def test_bulk_fold_settles_to_the_fold(stream: Stream, data: st.DataObject) -> N
     bulk = BulkFold(empty_state(levels))
     for seq, (event, body) in enumerate(zip(events, bodies, strict=True), start=1):
         fold(eager, seq, event)
-        bulk.fold(seq, decode_event(body), body)
+        bulk.fold(seq, body)
         if seq in settle_at:
             _assert_same(bulk.settle(), eager, f"settled after {seq} of {len(events)} events")
     settled = bulk.settle()

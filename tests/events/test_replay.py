@@ -1,4 +1,4 @@
-"""`events.replay`: the collector pause around bulk folds."""
+"""`events.replay`: the collector pause around bulk folds; corrupt events and snapshots."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from contextlib import closing, nullcontext
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from events import replay
 from events import timeline as timeline_module
 from events.fold import BulkFold, fold
+from events.intents import Bind
 from events.replay import paused_gc, rebuild
-from events.schema import Event
+from events.schema import Decided, Event, encode_event
 from events.state import State, empty_state, encode_state
 from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
@@ -60,9 +62,9 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
         return fold(state, seq, event)
 
     class SpyBulk(BulkFold):
-        def fold(self, seq: int, event: Event, body: bytes) -> None:
+        def fold(self, seq: int, body: bytes) -> None:
             seen.append(gc.isenabled())
-            super().fold(seq, event, body)
+            super().fold(seq, body)
 
         def settle(self) -> State:
             seen.append(gc.isenabled())
@@ -106,6 +108,75 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     assert info.value.seq == 4
     assert str(info.value).startswith(f"{path}: event seq 4 is corrupt: ")
     assert detail in str(info.value)
+
+
+def _labels_not_a_map(event: Event) -> bytes:
+    """`event`, a pod change, stored with labels that are not a map: MessagePack, so a pod
+    head decodes, but not a `Pod`."""
+    fields = msgspec.msgpack.decode(encode_event(event))
+    fields[4][8] = 42
+    return msgspec.msgpack.encode(fields)
+
+
+BIND_P1 = Decided(
+    at=0,
+    reconciler="gang",
+    key="Job/c1/ns/j",
+    reason="bind",
+    intents=(Bind("c1", "Pod", "ns", "p1", node="n0"),),
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("after", "until", "named"),
+    [
+        pytest.param([], None, 2, id="settled-at-the-end"),
+        pytest.param([BIND_P1], None, 2, id="settled-by-a-later-decision"),
+        pytest.param(
+            [observed(make_pod("p1", rv="2"), change="MODIFIED")],
+            None,
+            None,
+            id="replaced-before-it-settles",
+        ),
+        pytest.param(
+            [observed(make_pod("p1", rv="2"), change="MODIFIED")],
+            2,
+            2,
+            id="replaced-after-the-point",
+        ),
+        pytest.param(
+            [observed(make_pod("p1"), change="DELETED")], None, None, id="deleted-before-it-settles"
+        ),
+    ],
+)
+async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
+    tmp_path: Path, after: list[Event], until: int | None, named: int | None
+) -> None:
+    """A bulk fold decodes a pod change to its head and the whole pod only when it settles
+    (`events.fold.BulkFold`), so a version that is MessagePack but not a pod is reported
+    with its own seq when it settles, whatever event is being folded then; one replaced
+    before it settles never is, and the whole-event readers (`--verify`, `--timeline`,
+    `--show`) still name it."""
+    path = tmp_path / "log.db"
+    events: list[Event] = [observed(make_node("n0")), observed(make_pod("p1")), *after]
+    async with EventLog.open(path) as log:
+        await log.append(events)
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("DROP TRIGGER events_no_update")
+        db.execute("UPDATE events SET body = ? WHERE seq = 2", (_labels_not_a_map(events[1]),))
+    async with EventLog.open(path, readonly=True) as log:
+        if named is None:
+            replayed = await rebuild(log, until=until)
+            assert replayed.last_seq == len(events)
+        else:
+            with pytest.raises(CorruptEvent) as info:
+                await rebuild(log, until=until)
+            assert info.value.seq == named
+            assert str(info.value).startswith(f"{path}: event seq 2 is corrupt: Expected ")
+        with pytest.raises(CorruptEvent) as whole:
+            _ = [event async for event in log.read()]
+        assert whole.value.seq == 2
 
 
 @pytest.mark.anyio
