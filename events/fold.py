@@ -223,7 +223,6 @@ class _Stored(msgspec.Struct, frozen=True, array_like=True, gc=False):
     in (and its seq, to name it if it turns out not to decode), and the fields
     `_pod_history` compares with the next version."""
 
-    cluster: str
     seq: int
     body: bytes
     phase: str
@@ -270,9 +269,9 @@ class BulkFold:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        # Pod key -> what the state's records still account for under it: (cluster, version)
-        # or None (nothing). A key is here from its first change since the last settle.
-        self._accounted: dict[str, tuple[str, Pod] | None] = {}
+        # Pod key -> the version the state's records still account for under it (None:
+        # nothing). A key is here from its first change since the last settle.
+        self._accounted: dict[str, Pod | None] = {}
         # Keys of those pods whose newest version a Job's back-off may count
         # (`jobs.may_count`): a Job new to the state must see them.
         self._finishing: set[str] = set()
@@ -303,27 +302,34 @@ class BulkFold:
         key = f"{cluster}/{pod.namespace}/{pod.name}"
         table: dict[str, Pod | _Stored] = state.pods  # type: ignore[assignment]
         old = table.get(key)
-        accounted = self._accounted
-        if key not in accounted:
-            accounted[key] = (cluster, old) if old is not None else None  # type: ignore[assignment]
         current: PodHead | None = None
         if change == "DELETED":
             table.pop(key, None)
-            if accounted[key] is None:
-                del accounted[key]  # created and gone since the last settle: nothing to do
         else:
             current = pod
-            table[key] = _Stored(cluster, seq, body, pod.phase, pod.deletion_ts, pod.finalizers)
+            table[key] = _Stored(seq, body, pod.phase, pod.deletion_ts, pod.finalizers)
+        accounted = self._accounted
+        if key not in accounted:
+            accounted[key] = old  # type: ignore[assignment]
+        if current is None and accounted[key] is None:
+            del accounted[key]  # created and gone since the last settle: nothing to do
         finishing = self._finishing
         if current is not None and jobs.may_count(pod):
             finishing.add(key)
         elif finishing:
             finishing.discard(key)
         _pod_history(state, cluster, old, current)
-        if state.expected and f"Pod/{key}" in state.expected:
-            # `expectations.satisfied` reads any field of the pod: this one version whole.
-            whole = None if current is None else _Stored.decoded(table[key])  # type: ignore[arg-type]
-            expectations.observe(state, f"Pod/{key}", whole, None)
+        if state.expected:
+            self._observe(key, current)
+
+    def _observe(self, key: str, current: PodHead | None) -> None:
+        """`expectations.observe` for a pod change; what it reads of the pod may be any
+        field, so an expected pod is decoded whole."""
+        ref = "Pod/" + key
+        if ref in self.state.expected:
+            table: dict[str, _Stored] = self.state.pods  # type: ignore[assignment]
+            whole = None if current is None else table[key].decoded()
+            expectations.observe(self.state, ref, whole, None)
 
     def settle(self) -> State:
         """Decode every pod changed since the last settle and bring the state's records up to
@@ -361,12 +367,10 @@ class BulkFold:
             self._settle(key, self._accounted.pop(key))
             self._finishing.discard(key)
 
-    def _settle(self, key: str, was: tuple[str, Pod] | None) -> None:
+    def _settle(self, key: str, old: Pod | None) -> None:
         table: dict[str, Pod | _Stored] = self.state.pods  # type: ignore[assignment]
-        cluster, old = was if was is not None else ("", None)
         new: Pod | None = None
         stored = table.get(key)
         if type(stored) is _Stored:
-            cluster = stored.cluster
             new = table[key] = stored.decoded()
-        _pod_records(self.state, cluster, key, old, new)
+        _pod_records(self.state, key.split("/", 1)[0], key, old, new)
