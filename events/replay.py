@@ -166,9 +166,11 @@ async def rebuild(
     bulk = BulkFold(state)
     with paused_gc():
         try:
-            async for rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
-                for seq, body in rows:
+            async for first, rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
+                seq = first
+                for (body,) in rows:
                     bulk.fold(seq, body)
+                    seq += 1
                 folded += len(rows)
                 if progress is not None and folded - reported >= PROGRESS_EVERY:
                     reported = folded

@@ -47,7 +47,7 @@ _ROWS_PER_INSERT: Final = 64
 _INSERT_MANY: Final = "INSERT INTO events (seq, at, ref, body) VALUES " + ", ".join(
     ["(?, ?, ?, ?)"] * _ROWS_PER_INSERT
 )
-_RANGE: Final = "SELECT seq, body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
+_RANGE: Final = "SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
 _MAX_SEQ: Final = 2**63 - 1
 # Rows per read query: a round trip to SQLite's thread costs about half a millisecond of a
 # replay's time; 1M events in batches of 1,000 measured 10.6-11.4 s, of 5,000 10.0-10.8 s
@@ -342,8 +342,11 @@ class EventLog:
 
     async def read_raw_batches(
         self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
-    ) -> AsyncIterator[list[tuple[int, bytes]]]:
-        """Stored events `from_seq..until` (inclusive) in lists of up to `batch`, undecoded.
+    ) -> AsyncIterator[tuple[int, list[tuple[bytes]]]]:
+        """Stored events `from_seq..until` (inclusive) in batches of up to `batch`, undecoded:
+        each as the seq of its first event and the bodies in seq order, one to a row as
+        SQLite returns them. Seqs are dense (checked here), so a body's seq is the first's
+        plus its index; not reading them took 0.3-0.5 s off a 1M-event replay of 11.
 
         The end is fixed when reading starts: events appended meanwhile are not included.
         """
@@ -354,7 +357,7 @@ class EventLog:
         while low <= end:
             high = min(low + batch - 1, end)
             rows = cast(
-                list[tuple[int, bytes]],
+                list[tuple[bytes]],
                 await self._fetch(_RANGE, (low, high), f"reading events seq {low}..{high}"),
             )
             if len(rows) != high - low + 1:
@@ -362,22 +365,22 @@ class EventLog:
                     f"{self._name}: events missing in seq {low}..{high} "
                     f"({len(rows)} of {high - low + 1} found)"
                 )
-            yield rows
+            yield low, rows
             low = high + 1
 
     async def read_batches(
         self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
     ) -> AsyncIterator[EventBatch]:
-        """`read_raw_batches`, decoding as they are iterated: the fast path for a replay."""
-        async for rows in self.read_raw_batches(from_seq, until, batch):
-            yield EventBatch(self._name, rows)
+        """`read_raw_batches`, decoding as they are iterated."""
+        async for first, rows in self.read_raw_batches(from_seq, until, batch):
+            yield EventBatch(self._name, [(seq, body) for seq, (body,) in enumerate(rows, first)])
 
     async def read_raw(
         self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
     ) -> AsyncIterator[tuple[int, bytes]]:
-        async for rows in self.read_raw_batches(from_seq, until, batch):
-            for row in rows:
-                yield row
+        async for first, rows in self.read_raw_batches(from_seq, until, batch):
+            for seq, (body,) in enumerate(rows, first):
+                yield seq, body
 
     async def read(
         self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH

@@ -166,8 +166,15 @@ async def test_read_ranges_and_batches(tmp_path: Path) -> None:
         assert [list(batch) for batch in batches] == [
             list(enumerate(events, start=1))[i : i + 10] for i in (0, 10, 20)
         ]
-        raw_sizes = [len(batch) async for batch in log.read_raw_batches(from_seq=3, batch=10)]
-        assert raw_sizes == [10, 10, 3]
+        raw = [(first, rows) async for first, rows in log.read_raw_batches(from_seq=3, batch=10)]
+        assert [(first, len(rows)) for first, rows in raw] == [(3, 10), (13, 10), (23, 3)]
+        assert [body for _, rows in raw for (body,) in rows] == [
+            encode_event(e) for e in events[2:]
+        ]
+        assert [p async for p in log.read_raw(from_seq=24)] == [
+            (24, encode_event(events[23])),
+            (25, encode_event(events[24])),
+        ]
 
 
 async def test_events_for_uses_the_ref(tmp_path: Path) -> None:
