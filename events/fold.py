@@ -6,7 +6,8 @@ returned (a million events cannot each copy a hundred thousand pods); a caller t
 the old value keeps a snapshot, which is what `events.state.encode_state` is for.
 
 `BulkFold` folds a long run of stored events (a replay) to the same state by the same rules,
-deferring the part of them that depends only on which pods there are, not on their order.
+deferring the part of them that depends only on which pods there are, not on their order, and
+decoding a pod change only as far as the rest of them read it.
 """
 
 from __future__ import annotations
@@ -295,6 +296,7 @@ class BulkFold:
         fold(state, seq, event)
 
     def _pod(self, seq: int, body: bytes, at: int, cluster: str, change: str, pod: PodHead) -> None:
+        """Fold one pod change, decoded to its head."""
         state = self.state
         if at > state.now:
             state.now = at
