@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import closing, nullcontext
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from events import replay
@@ -16,11 +15,11 @@ from events import timeline as timeline_module
 from events.fold import BulkFold, fold
 from events.intents import Bind
 from events.replay import paused_gc, rebuild
-from events.schema import Decided, Event, encode_event
+from events.schema import Decided, Event
 from events.state import State, empty_state, encode_state
 from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
-from tests.events.builders import make_node, make_pod, observed
+from tests.events.builders import labels_not_a_map, make_node, make_pod, observed
 
 
 @pytest.fixture
@@ -110,14 +109,6 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     assert detail in str(info.value)
 
 
-def _labels_not_a_map(event: Event) -> bytes:
-    """`event`, a pod change, stored with labels that are not a map: MessagePack, so a pod
-    head decodes, but not a `Pod`."""
-    fields = msgspec.msgpack.decode(encode_event(event))
-    fields[4][8] = 42
-    return msgspec.msgpack.encode(fields)
-
-
 BIND_P1 = Decided(
     at=0,
     reconciler="gang",
@@ -159,12 +150,13 @@ async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
     before it settles never is, and the whole-event readers (`--verify`, `--timeline`,
     `--show`) still name it."""
     path = tmp_path / "log.db"
-    events: list[Event] = [observed(make_node("n0")), observed(make_pod("p1")), *after]
+    created = observed(make_pod("p1"))
+    events: list[Event] = [observed(make_node("n0")), created, *after]
     async with EventLog.open(path) as log:
         await log.append(events)
     with closing(sqlite3.connect(path)) as db, db:
         db.execute("DROP TRIGGER events_no_update")
-        db.execute("UPDATE events SET body = ? WHERE seq = 2", (_labels_not_a_map(events[1]),))
+        db.execute("UPDATE events SET body = ? WHERE seq = 2", (labels_not_a_map(created),))
     async with EventLog.open(path, readonly=True) as log:
         if named is None:
             replayed = await rebuild(log, until=until)

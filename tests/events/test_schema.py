@@ -34,7 +34,14 @@ from events.schema import (
     encode_event,
     event_ref,
 )
-from tests.events.builders import job_owner, make_job, make_node, make_pod, make_podgroup
+from tests.events.builders import (
+    job_owner,
+    labels_not_a_map,
+    make_job,
+    make_node,
+    make_pod,
+    make_podgroup,
+)
 
 FULL_POD = Pod(
     name="p",
@@ -297,9 +304,7 @@ def test_the_head_decoder_leaves_the_rest_of_a_pod_unchecked_but_as_msgpack() ->
     """What a bulk fold trades for its speed, and what `--verify` is for: a pod version whose
     labels are not a map decodes to its head (its whole decode, if it is ever settled, names
     it), while bytes that are not MessagePack at all are refused."""
-    body = msgspec.msgpack.decode(encode_event(Observed(1, "c1", "ADDED", FULL_POD)))
-    body[4][8] = 42  # the pod's labels
-    wrong = _msgpack(body)
+    wrong = labels_not_a_map(Observed(1, "c1", "ADDED", FULL_POD))
     with pytest.raises(msgspec.ValidationError, match=r"at `\$\[4\]\[8\]`"):
         decode_event(wrong)
     assert HEAD_DECODER.decode(wrong).obj.labels == msgspec.Raw(b"\x2a")
