@@ -284,7 +284,6 @@ class BulkFold:
             event = HEAD_DECODER.decode(body)
         except DECODE_ERRORS as exc:
             raise UndecodableEvent(seq, str(exc)) from exc
-        state = self.state
         if type(event) is PodObserved:
             pod = event.obj
             if type(pod) is PodHead:
@@ -293,7 +292,7 @@ class BulkFold:
             event = event.observed()
         if self._accounted:
             self._settle_read_by(event)
-        fold(state, seq, event)
+        fold(self.state, seq, event)
 
     def _pod(self, seq: int, body: bytes, at: int, cluster: str, change: str, pod: PodHead) -> None:
         """Fold one pod change, decoded to its head."""
@@ -312,6 +311,8 @@ class BulkFold:
             table[key] = _Stored(seq, body, pod.phase, pod.deletion_ts, pod.finalizers)
         accounted = self._accounted
         if key not in accounted:
+            # `old` is no `_Stored`: a key leaves `_accounted` only when it is settled, and
+            # settling decodes its `_Stored`.
             accounted[key] = old  # type: ignore[assignment]
         if current is None and accounted[key] is None:
             del accounted[key]  # created and gone since the last settle: nothing to do
