@@ -12,6 +12,7 @@ decoding a pod change only as far as the rest of them read it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import msgspec
@@ -31,16 +32,16 @@ from events.objects import (
 )
 from events.schema import (
     DECODE_ERRORS,
-    HEAD_DECODER,
     Decided,
     Event,
     Observed,
     Outcome,
-    PodHead,
-    PodObserved,
+    PodChange,
     Resynced,
     Tick,
+    UndecodableEvent,
     decode_event,
+    pod_changes,
 )
 from events.state import TABLES, InFlight, State
 from events.topology import charge_of
@@ -237,27 +238,19 @@ class _Stored(msgspec.Struct, frozen=True, array_like=True, gc=False):
             raise UndecodableEvent(self.seq, str(exc)) from exc
 
 
-class UndecodableEvent(Exception):
-    """A stored event `BulkFold` was given does not decode: its seq, and msgspec's reason."""
-
-    def __init__(self, seq: int, reason: str) -> None:
-        super().__init__(f"event seq {seq} does not decode: {reason}")
-        self.seq = seq
-        self.reason = reason
-
-
 class BulkFold:
     """Folds stored events in order into `state` with the result `fold` gives, at a fraction
     of the cost, for callers that read the state only at the end (`settle`).
 
     Keeping every pod version decoded is what made folding a million events cost seven times
     decoding them: a pod is some two dozen Python objects, and replacing a version made long
-    before frees them cold. So a pod change is decoded only to its head (`PodHead`: what its
-    Job's records read) and goes into the table as the bytes of its stored event (`_Stored`),
-    decoded whole only at `settle`; what the state derives from its pods (`_pod_records`:
-    usage, the controller and pod group indexes) is brought up to date then, once per pod,
-    from the version it last accounted for to the newest. What depends on the order of
-    changes (`_pod_history`, expectations) is folded event by event as `fold` does. The few
+    before frees them cold. So a pod change is decoded only as far as its Job's records read
+    it (`events.schema.pod_changes` makes a `PodChange` of it; for a long replay a second
+    process does, `events.readahead`) and goes into the table as the bytes of its stored
+    event (`_Stored`), decoded whole only at `settle`; what the state derives from its pods
+    (`_pod_records`: usage, the controller and pod group indexes) is brought up to date then,
+    once per pod, from the version it last accounted for to the newest. What depends on the
+    order of changes (`_pod_history`, expectations) is folded event by event as `fold` does. The few
     events whose fold reads pods settle what they read first: a bind decision or an outcome
     its pod, a Job new to the state the pods it may count. After `settle` the state equals,
     table order included, the state `fold` makes of the same events
@@ -280,58 +273,66 @@ class BulkFold:
     def fold(self, seq: int, body: bytes) -> None:
         """Fold one stored event, `body` as `events.schema.encode_event` made it. Raises
         `UndecodableEvent` for it, or for an earlier one this settles, if it does not decode."""
-        try:
-            event = HEAD_DECODER.decode(body)
-        except DECODE_ERRORS as exc:
-            raise UndecodableEvent(seq, str(exc)) from exc
-        if type(event) is PodObserved:
-            pod = event.obj
-            if type(pod) is PodHead:
-                self._pod(seq, body, event.at, event.cluster, event.change, pod)
-                return
-            event = event.observed()
-        if self._accounted:
-            self._settle_read_by(event)
-        fold(self.state, seq, event)
+        self.fold_changes(seq, pod_changes(seq, ((body,),)))
 
-    def _pod(self, seq: int, body: bytes, at: int, cluster: str, change: str, pod: PodHead) -> None:
-        """Fold one pod change, decoded to its head."""
+    def fold_rows(self, first: int, rows: Iterable[tuple[bytes]]) -> None:
+        """`fold` each stored event of `rows` (one body to a row, as the store reads them),
+        the first at seq `first` and the rest at the seqs after it."""
+        self.fold_changes(first, pod_changes(first, rows))
+
+    def fold_changes(self, first: int, changes: Iterable[PodChange | bytes]) -> None:
+        """`fold` stored events `first`, `first + 1`, ... decoded as `pod_changes` decodes
+        them: a pod change as its `PodChange`, any other event as it is stored. The loop
+        that a replay runs a million times: what it calls per event, it calls inline."""
         state = self.state
-        if at > state.now:
-            state.now = at
-        state.seq = seq
-        key = f"{cluster}/{pod.namespace}/{pod.name}"
         table: dict[str, Pod | _Stored] = state.pods  # type: ignore[assignment]
-        old = table.get(key)
-        current: PodHead | None = None
-        if change == "DELETED":
-            table.pop(key, None)
-        else:
-            current = pod
-            table[key] = _Stored(seq, body, pod.phase, pod.deletion_ts, pod.finalizers)
         accounted = self._accounted
-        if key not in accounted:
-            # `old` is no `_Stored`: a key leaves `_accounted` only when it is settled, and
-            # settling decodes its `_Stored`.
-            accounted[key] = old  # type: ignore[assignment]
-        if current is None and accounted[key] is None:
-            del accounted[key]  # created and gone since the last settle: nothing to do
         finishing = self._finishing
-        if current is not None and jobs.may_count(pod):
-            finishing.add(key)
-        elif finishing:
-            finishing.discard(key)
-        _pod_history(state, cluster, old, current)
-        if state.expected:
-            self._observe(key, current)
+        seq = first - 1
+        for pod in changes:
+            seq += 1
+            if type(pod) is not PodChange:
+                try:
+                    event = decode_event(pod)  # type: ignore[arg-type]
+                except DECODE_ERRORS as exc:
+                    raise UndecodableEvent(seq, str(exc)) from exc
+                if accounted:
+                    self._settle_read_by(event)
+                fold(state, seq, event)
+                continue
+            if pod.at > state.now:
+                state.now = pod.at
+            state.seq = seq
+            key = pod.key
+            old = table.get(key)
+            if key not in accounted:
+                # `old` is no `_Stored`: a key leaves `_accounted` only when it is settled,
+                # and settling decodes its `_Stored`.
+                accounted[key] = old  # type: ignore[assignment]
+            if pod.change == "DELETED":
+                if old is not None:
+                    del table[key]
+                if accounted[key] is None:
+                    del accounted[key]  # created and gone since the last settle: nothing to do
+                if finishing:
+                    finishing.discard(key)
+            else:
+                table[key] = _Stored(seq, pod.body, pod.phase, pod.deletion_ts, pod.finalizers)
+                if jobs.may_count(pod):
+                    finishing.add(key)
+                elif finishing:
+                    finishing.discard(key)
+                _pod_history(state, pod.cluster, old, pod)
+            if state.expected:
+                self._observe(key, deleted=pod.change == "DELETED")
 
-    def _observe(self, key: str, current: PodHead | None) -> None:
-        """`expectations.observe` for a pod change; what it reads of the pod may be any
-        field, so an expected pod is decoded whole."""
+    def _observe(self, key: str, *, deleted: bool) -> None:
+        """`expectations.observe` for a change of pod `key`; what it reads of the pod may be
+        any field, so an expected pod is decoded whole."""
         ref = "Pod/" + key
         if ref in self.state.expected:
             table: dict[str, _Stored] = self.state.pods  # type: ignore[assignment]
-            whole = None if current is None else table[key].decoded()
+            whole = None if deleted else table[key].decoded()
             expectations.observe(self.state, ref, whole, None)
 
     def settle(self) -> State:

@@ -71,8 +71,8 @@ class Finishing(Protocol):
 
 
 class Changed(Finishing, Protocol):
-    """What the Job's records read of a pod's new version: a `Pod`, or the head of one a
-    bulk fold decodes (`events.schema.PodHead`)."""
+    """What the Job's records read of a pod's new version: a `Pod`, or what a bulk fold
+    decodes of one (`events.schema.PodChange`)."""
 
     @property
     def namespace(self) -> str: ...

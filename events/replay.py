@@ -17,10 +17,11 @@ from typing import Any
 import anyio
 import msgspec
 
-from events import migrate
-from events.fold import BulkFold, UndecodableEvent
+from events import migrate, readahead
+from events.fold import BulkFold
 from events.migrate import Migration
 from events.quantity import format_units
+from events.readahead import READ_AHEAD_FROM
 from events.schema import (
     DECODE_ERRORS,
     Decided,
@@ -30,6 +31,7 @@ from events.schema import (
     Resynced,
     Started,
     Tick,
+    UndecodableEvent,
 )
 from events.state import State, decode_state, empty_state
 from events.store import CorruptEvent, EventLog, LogError, SchemaTooOld
@@ -151,8 +153,11 @@ async def rebuild(
     until: int | None = None,
     levels: tuple[str, ...] = DEFAULT_LEVELS,
     progress: Progress | None = None,
+    read_ahead: bool | None = None,
 ) -> Replayed:
-    """State as of `until` (the whole log when None), from the newest usable snapshot."""
+    """State as of `until` (the whole log when None), from the newest usable snapshot.
+    `read_ahead`: whether a second process reads and decodes the events to fold
+    (`events.readahead`); None: when there are `READ_AHEAD_FROM` or more."""
     last = log.last_seq if until is None else min(until, log.last_seq)
     found, skipped = await snapshot_state(log, last)
     snapshot: int | None = None
@@ -163,18 +168,28 @@ async def rebuild(
             state.topology = rebuilt_topology(state, levels)
     folded = 0
     reported = 0
+
+    def advanced(count: int) -> None:
+        nonlocal folded, reported
+        folded += count
+        if progress is not None and folded - reported >= PROGRESS_EVERY:
+            reported = folded
+            progress(state.seq, last)
+
     bulk = BulkFold(state)
+    if read_ahead is None:
+        read_ahead = last - state.seq >= READ_AHEAD_FROM
     with paused_gc():
         try:
-            async for first, rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
-                seq = first
-                for (body,) in rows:
-                    bulk.fold(seq, body)
-                    seq += 1
-                folded += len(rows)
-                if progress is not None and folded - reported >= PROGRESS_EVERY:
-                    reported = folded
-                    progress(state.seq, last)
+            if read_ahead:
+                async with readahead.read_ahead(log.path, state.seq + 1, last) as batches:
+                    async for first, changes in batches:
+                        bulk.fold_changes(first, changes)
+                        advanced(len(changes))
+            else:
+                async for first, rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
+                    bulk.fold_rows(first, rows)
+                    advanced(len(rows))
             bulk.settle()
         except UndecodableEvent as exc:
             raise CorruptEvent(log.path, exc.seq, exc.reason) from exc

@@ -18,7 +18,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmanager, suppress
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -360,11 +360,7 @@ class EventLog:
                 list[tuple[bytes]],
                 await self._fetch(_RANGE, (low, high), f"reading events seq {low}..{high}"),
             )
-            if len(rows) != high - low + 1:
-                raise CorruptLog(
-                    f"{self._name}: events missing in seq {low}..{high} "
-                    f"({len(rows)} of {high - low + 1} found)"
-                )
+            _check_dense(self._name, low, high, rows)
             yield low, rows
             low = high + 1
 
@@ -623,6 +619,32 @@ def _check_identity(conn: sqlite3.Connection, name: str, readonly: bool) -> None
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def read_raw_range(
+    name: str, from_seq: int, until: int, batch: int = _READ_BATCH
+) -> Iterator[tuple[int, list[tuple[bytes]]]]:
+    """`EventLog.read_raw_batches` of the log at `name` without an event loop, on a
+    read-only connection of its own, for a process that reads ahead of a replay
+    (`events.readahead`): stored events `from_seq..until`, which must be in the log."""
+    with _translate(name, "opening"):
+        conn = _sqlite_connect(name, readonly=True)
+    with closing(conn):
+        low = max(from_seq, 1)
+        while low <= until:
+            high = min(low + batch - 1, until)
+            with _translate(name, f"reading events seq {low}..{high}"):
+                rows = conn.execute(_RANGE, (low, high)).fetchall()
+            _check_dense(name, low, high, rows)
+            yield low, rows
+            low = high + 1
+
+
+def _check_dense(name: str, low: int, high: int, rows: list[tuple[bytes]]) -> None:
+    if len(rows) != high - low + 1:
+        raise CorruptLog(
+            f"{name}: events missing in seq {low}..{high} ({len(rows)} of {high - low + 1} found)"
+        )
 
 
 def _sqlite_connect(name: str, readonly: bool) -> sqlite3.Connection:

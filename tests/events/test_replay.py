@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing, nullcontext
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from events import timeline as timeline_module
 from events.fold import BulkFold, fold
 from events.intents import Bind
 from events.replay import paused_gc, rebuild
-from events.schema import Decided, Event
+from events.schema import Decided, Event, PodChange
 from events.state import State, empty_state, encode_state
 from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
@@ -61,9 +61,9 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
         return fold(state, seq, event)
 
     class SpyBulk(BulkFold):
-        def fold(self, seq: int, body: bytes) -> None:
+        def fold_changes(self, first: int, changes: Iterable[PodChange | bytes]) -> None:
             seen.append(gc.isenabled())
-            super().fold(seq, body)
+            super().fold_changes(first, changes)
 
         def settle(self) -> State:
             seen.append(gc.isenabled())
@@ -76,7 +76,7 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
         if tool == "rebuild":
             replayed = await rebuild(log)
             assert sorted(replayed.state.pods) == ["c1/ns/p1"]
-            assert seen == [False, False, False]  # two events, then settling the pod
+            assert seen == [False, False]  # one batch of two events, then settling the pod
         else:
             await timeline(log)
             assert seen == [False, False, False]  # settling the empty prefix, two events
@@ -89,8 +89,9 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
     [(b"\xc1\xc1\xc1", "MessagePack data is malformed"), ("text, not msgpack", "")],
     ids=["malformed-msgpack", "text-not-a-blob"],
 )
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["one-process", "read-ahead"])
 async def test_rebuild_names_the_seq_of_a_corrupt_event(
-    tmp_path: Path, body: bytes | str, detail: str
+    tmp_path: Path, body: bytes | str, detail: str, read_ahead: bool
 ) -> None:
     """`rebuild` decodes the rows itself (not through `EventBatch`), so it is checked here
     that a bad body still becomes `CorruptEvent` with the file and its seq."""
@@ -103,7 +104,7 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
         db.execute("UPDATE events SET body = ? WHERE seq = 4", (body,))
     async with EventLog.open(path, readonly=True) as log:
         with pytest.raises(CorruptEvent) as info:
-            await rebuild(log)
+            await rebuild(log, read_ahead=read_ahead)
     assert info.value.seq == 4
     assert str(info.value).startswith(f"{path}: event seq 4 is corrupt: ")
     assert detail in str(info.value)
@@ -141,8 +142,9 @@ BIND_P1 = Decided(
         ),
     ],
 )
+@pytest.mark.parametrize("read_ahead", [False, True], ids=["one-process", "read-ahead"])
 async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
-    tmp_path: Path, after: list[Event], until: int | None, named: int | None
+    tmp_path: Path, after: list[Event], until: int | None, named: int | None, read_ahead: bool
 ) -> None:
     """A bulk fold decodes a pod change to its head and the whole pod only when it settles
     (`events.fold.BulkFold`), so a version that is MessagePack but not a pod is reported
@@ -159,11 +161,11 @@ async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
         db.execute("UPDATE events SET body = ? WHERE seq = 2", (labels_not_a_map(created),))
     async with EventLog.open(path, readonly=True) as log:
         if named is None:
-            replayed = await rebuild(log, until=until)
+            replayed = await rebuild(log, until=until, read_ahead=read_ahead)
             assert replayed.last_seq == len(events)
         else:
             with pytest.raises(CorruptEvent) as info:
-                await rebuild(log, until=until)
+                await rebuild(log, until=until, read_ahead=read_ahead)
             assert info.value.seq == named
             assert str(info.value).startswith(f"{path}: event seq 2 is corrupt: Expected ")
         with pytest.raises(CorruptEvent) as whole:

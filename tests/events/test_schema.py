@@ -22,17 +22,21 @@ from events.objects import (
 )
 from events.schema import (
     HEAD_DECODER,
+    Change,
     Decided,
     Event,
     Observed,
     Outcome,
+    PodChange,
     PodHead,
     PodObserved,
     Resynced,
     Tick,
+    UndecodableEvent,
     decode_event,
     encode_event,
     event_ref,
+    pod_changes,
 )
 from tests.events.builders import (
     job_owner,
@@ -277,8 +281,6 @@ def test_a_pod_head_reads_what_the_pod_holds(pod: Pod) -> None:
         "generation",
         "created",
         "deletion_ts",
-        "annotations",
-        "controller",
         "finalizers",
         "priority",
         "phase",
@@ -287,6 +289,40 @@ def test_a_pod_head_reads_what_the_pod_holds(pod: Pod) -> None:
         "finished",
     ):
         assert getattr(head, field) == getattr(pod, field), field
+
+
+@pytest.mark.parametrize("pod", HEAD_PODS, ids=[p.name for p in HEAD_PODS])
+@pytest.mark.parametrize("change", ["ADDED", "DELETED"])
+def test_a_pod_change_holds_what_a_bulk_fold_reads_of_the_pod(pod: Pod, change: Change) -> None:
+    body = encode_event(Observed(at=3, cluster="c1", change=change, obj=pod))
+    (decoded,) = pod_changes(7, [(body,)])
+    assert type(decoded) is PodChange
+    assert (decoded.at, decoded.cluster, decoded.change) == (3, "c1", change)
+    assert decoded.key == f"c1/{pod.namespace}/{pod.name}"
+    assert decoded.body == body
+    for field in (
+        "namespace",
+        "phase",
+        "deletion_ts",
+        "finalizers",
+        "created",
+        "grace_seconds",
+        "finished",
+        "annotations",
+        "controller",
+    ):
+        assert getattr(decoded, field) == getattr(pod, field), field
+    # What a reading-ahead process sends is what it made.
+    wire = msgspec.msgpack.decode(msgspec.msgpack.encode([decoded]), type=list[PodChange | bytes])
+    assert wire == [decoded]
+
+
+def test_pod_changes_keeps_other_events_as_stored_and_names_one_that_does_not_decode() -> None:
+    bodies = [encode_event(e) for e in EVENTS if not isinstance(getattr(e, "obj", None), Pod)]
+    assert pod_changes(1, [(b,) for b in bodies]) == bodies
+    with pytest.raises(UndecodableEvent) as info:
+        pod_changes(10, [(bodies[0],), (bodies[0][:-1],), (b"\xc1",)])
+    assert info.value.seq == 11
 
 
 @pytest.mark.parametrize("event", EVENTS, ids=[f"{type(e).__name__}-{e.at}" for e in EVENTS])
