@@ -52,7 +52,7 @@ _MAX_SEQ: Final = 2**63 - 1
 # Rows per read query: a round trip to SQLite's thread costs about half a millisecond of a
 # replay's time; 1M events in batches of 1,000 measured 10.6-11.4 s, of 5,000 10.0-10.8 s
 # (alternating, one process), of 20,000 no faster.
-_READ_BATCH: Final = 5_000
+READ_BATCH: Final = 5_000
 # Pages of a new log: SQLite's largest. The log is appended at its end and read in runs of
 # seq, never updated in place; 64 KiB pages took a sixth off the insert (fewer pages to split,
 # link and log to the WAL per row) and made reading faster too. The price, a whole page
@@ -341,7 +341,7 @@ class EventLog:
     # Reading
 
     async def read_raw_batches(
-        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+        self, from_seq: int = 1, until: int | None = None, batch: int = READ_BATCH
     ) -> AsyncIterator[tuple[int, list[tuple[bytes]]]]:
         """Stored events `from_seq..until` (inclusive) in batches of up to `batch`, undecoded:
         each as the seq of its first event and the bodies in seq order, one to a row as
@@ -365,21 +365,21 @@ class EventLog:
             low = high + 1
 
     async def read_batches(
-        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+        self, from_seq: int = 1, until: int | None = None, batch: int = READ_BATCH
     ) -> AsyncIterator[EventBatch]:
         """`read_raw_batches`, decoding as they are iterated."""
         async for first, rows in self.read_raw_batches(from_seq, until, batch):
             yield EventBatch(self._name, [(seq, body) for seq, (body,) in enumerate(rows, first)])
 
     async def read_raw(
-        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+        self, from_seq: int = 1, until: int | None = None, batch: int = READ_BATCH
     ) -> AsyncIterator[tuple[int, bytes]]:
         async for first, rows in self.read_raw_batches(from_seq, until, batch):
             for seq, (body,) in enumerate(rows, first):
                 yield seq, body
 
     async def read(
-        self, from_seq: int = 1, until: int | None = None, batch: int = _READ_BATCH
+        self, from_seq: int = 1, until: int | None = None, batch: int = READ_BATCH
     ) -> AsyncIterator[tuple[int, Event]]:
         async for events in self.read_batches(from_seq, until, batch):
             for pair in events:
@@ -622,7 +622,7 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 
 
 def read_raw_range(
-    name: str, from_seq: int, until: int, batch: int = _READ_BATCH
+    name: str, from_seq: int, until: int, batch: int = READ_BATCH
 ) -> Iterator[tuple[int, list[tuple[bytes]]]]:
     """`EventLog.read_raw_batches` of the log at `name` without an event loop, on a
     read-only connection of its own, for a process that reads ahead of a replay
