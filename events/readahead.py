@@ -20,6 +20,7 @@ import functools
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -142,31 +143,33 @@ async def read_ahead(
         if command is not None
         else [sys.executable, "-c", _CHILD, path, str(first), str(last)]
     )
-    child = await anyio.to_thread.run_sync(_start, argv)
-    try:
-        yield _batches(child, path, first, last)
-    finally:
-        with anyio.CancelScope(shield=True):
-            if child.poll() is None:
-                child.kill()
-            await anyio.to_thread.run_sync(_reap, child)
+    # The child's standard error goes to a file, read only if it fails: a pipe that nobody
+    # reads while the replay runs would stop the child once full.
+    with tempfile.TemporaryFile() as errors:
+        child = await anyio.to_thread.run_sync(_start, argv, errors)
+        try:
+            yield _batches(child, errors, path, first, last)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if child.poll() is None:
+                    child.kill()
+                await anyio.to_thread.run_sync(_reap, child)
 
 
-def _start(argv: list[str]) -> subprocess.Popen[bytes]:
+def _start(argv: list[str], errors: IO[bytes]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         env=_child_environment(),
     )
 
 
 def _reap(child: subprocess.Popen[bytes]) -> None:
     child.wait()
-    for stream in (child.stdout, child.stderr):
-        if stream is not None:
-            stream.close()
+    if child.stdout is not None:
+        child.stdout.close()
 
 
 def _child_environment() -> dict[str, str]:
@@ -177,7 +180,9 @@ def _child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": root if not inherited else f"{root}{os.pathsep}{inherited}"}
 
 
-async def _batches(child: subprocess.Popen[bytes], path: str, first: int, last: int) -> Batches:
+async def _batches(
+    child: subprocess.Popen[bytes], errors: IO[bytes], path: str, first: int, last: int
+) -> Batches:
     assert child.stdout is not None
     due = first
     while due <= last:
@@ -189,7 +194,7 @@ async def _batches(child: subprocess.Popen[bytes], path: str, first: int, last: 
         except msgspec.DecodeError:
             frame = None
         if frame is None:
-            raise LogError(await _stopped(child, path, due))
+            raise LogError(await _stopped(child, errors, path, due))
         if isinstance(frame, _Failed):
             raise frame.error()
         if frame.first != due:
@@ -211,8 +216,9 @@ def _frame(stdout: IO[bytes]) -> bytes | None:
     return body if len(body) == size else None
 
 
-async def _stopped(child: subprocess.Popen[bytes], path: str, due: int) -> str:
-    """What to say of a child that stopped sending before the end."""
+async def _stopped(child: subprocess.Popen[bytes], errors: IO[bytes], path: str, due: int) -> str:
+    """What to say of a child that stopped sending before the end: how it ended, and the
+    last line it wrote to its standard error (a traceback's names the exception)."""
     try:
         code: int | None = await anyio.to_thread.run_sync(functools.partial(child.wait, 5))
     except subprocess.TimeoutExpired:
@@ -224,10 +230,7 @@ async def _stopped(child: subprocess.Popen[bytes], path: str, due: int) -> str:
         if code < 0
         else f"exited with code {code}"
     )
-    said = ""
-    if code is not None and child.stderr is not None:
-        lines = (await anyio.to_thread.run_sync(child.stderr.read)).decode(errors="replace")
-        said = lines.strip().splitlines()[-1].strip() if lines.strip() else ""
-    return f"{path}: the process reading it ahead {how} before sending event seq {due}" + (
-        f" ({said})" if said else ""
-    )
+    errors.seek(0)
+    lines = errors.read().decode(errors="replace").strip().splitlines()
+    said = f" ({lines[-1].strip()})" if lines else ""
+    return f"{path}: the process reading it ahead {how} before sending event seq {due}{said}"

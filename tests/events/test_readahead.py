@@ -254,3 +254,23 @@ def test_the_child_runs_the_kbatchd_of_its_parent() -> None:
     env = readahead._child_environment()
     root = os.path.dirname(os.path.dirname(os.path.realpath(readahead.__file__)))
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(root)
+
+
+CHILD_COMPLAINS = """
+import sys
+from events.readahead import main
+sys.stderr.write("warning: something to say\\n" * 20_000)  # far more than a pipe holds
+sys.stderr.flush()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.anyio
+async def test_a_child_writing_much_to_its_standard_error_is_not_stopped_by_it(
+    synthetic_log: Path,
+) -> None:
+    command = [sys.executable, "-c", CHILD_COMPLAINS, str(synthetic_log), "1", str(EVENTS)]
+    sent: list[int] = []
+    with anyio.fail_after(60):
+        await _drain(synthetic_log, EVENTS, sent, command)
+    assert sum(sent) == EVENTS
