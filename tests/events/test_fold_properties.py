@@ -13,7 +13,9 @@ interleaved, with producer clocks that may run slightly behind.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
@@ -39,11 +41,13 @@ from events.schema import (
     Event,
     Observed,
     Outcome,
+    PodChange,
     Resynced,
     Started,
     Tick,
     decode_event,
     encode_event,
+    pod_changes,
 )
 from events.state import TABLES, State, decode_state, empty_state, encode_state
 from events.topology import DEFAULT_LEVELS
@@ -534,6 +538,31 @@ def test_bulk_fold_settles_to_the_fold(stream: Stream, data: st.DataObject) -> N
     settled = bulk.settle()
     _assert_same(settled, eager, "at the end")
     assert_matches_reference(settled)
+
+
+_SENT: Final = msgspec.msgpack.Decoder(list[PodChange | bytes])
+
+
+@PROPERTY
+@given(streams(), st.data())
+def test_bulk_fold_of_batches_sent_by_a_reading_process_settles_to_the_fold(
+    stream: Stream, data: st.DataObject
+) -> None:
+    """As a long replay folds (`events.readahead`): the stored events in batches, each made
+    `PodChange`s (`pod_changes`) and sent as MessagePack, folded by `fold_changes`."""
+    levels, events = stream
+    bodies = [(encode_event(event),) for event in events]
+    size = data.draw(st.integers(1, 40), label="batch size")
+    eager = empty_state(levels)
+    bulk = BulkFold(empty_state(levels))
+    for low in range(0, len(events), size):
+        sent = msgspec.msgpack.encode(pod_changes(low + 1, bodies[low : low + size]))
+        bulk.fold_changes(low + 1, _SENT.decode(sent))
+        for seq, event in enumerate(events[low : low + size], start=low + 1):
+            fold(eager, seq, event)
+        if data.draw(st.booleans(), label=f"settle after {low + size}"):
+            _assert_same(bulk.settle(), eager, f"settled after {low + size} events")
+    _assert_same(bulk.settle(), eager, "at the end")
 
 
 def _assert_same(state: State, expected: State, where: str) -> None:
