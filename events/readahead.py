@@ -22,7 +22,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Final, Literal
 
@@ -128,7 +127,7 @@ def main(argv: Sequence[str]) -> int:
 Batches = AsyncIterator[tuple[int, list[PodChange | bytes]]]
 
 
-@asynccontextmanager
+@contextlib.asynccontextmanager
 async def read_ahead(
     path: str, first: int, last: int, *, command: Sequence[str] | None = None
 ) -> AsyncIterator[Batches]:

@@ -353,16 +353,13 @@ class EventLog:
         end = await self.count()
         if until is not None:
             end = min(end, until)
-        low = max(from_seq, 1)
-        while low <= end:
-            high = min(low + batch - 1, end)
+        for low, high in _spans(from_seq, end, batch):
             rows = cast(
                 list[tuple[bytes]],
                 await self._fetch(_RANGE, (low, high), f"reading events seq {low}..{high}"),
             )
             _check_dense(self._name, low, high, rows)
             yield low, rows
-            low = high + 1
 
     async def read_batches(
         self, from_seq: int = 1, until: int | None = None, batch: int = READ_BATCH
@@ -630,14 +627,20 @@ def read_raw_range(
     with _translate(name, "opening"):
         conn = _sqlite_connect(name, readonly=True)
     with closing(conn):
-        low = max(from_seq, 1)
-        while low <= until:
-            high = min(low + batch - 1, until)
+        for low, high in _spans(from_seq, until, batch):
             with _translate(name, f"reading events seq {low}..{high}"):
                 rows = conn.execute(_RANGE, (low, high)).fetchall()
             _check_dense(name, low, high, rows)
             yield low, rows
-            low = high + 1
+
+
+def _spans(from_seq: int, until: int, batch: int) -> Iterator[tuple[int, int]]:
+    """The seq ranges (inclusive) of the batches a range read asks for."""
+    low = max(from_seq, 1)
+    while low <= until:
+        high = min(low + batch - 1, until)
+        yield low, high
+        low = high + 1
 
 
 def _check_dense(name: str, low: int, high: int, rows: list[tuple[bytes]]) -> None:

@@ -7,6 +7,9 @@ API-server shaped JSON for the decoder tests.
 from __future__ import annotations
 
 import copy
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -123,6 +126,15 @@ def labels_not_a_map(event: Observed) -> bytes:
     event_at, pod_at = POD_LABELS_AT
     fields[event_at][pod_at] = 42
     return msgspec.msgpack.encode(fields)
+
+
+def vandalize(path: Path, sql: str, *params: object) -> None:
+    """Run `sql` on the log at `path` past the triggers that keep its events unchanged: only
+    vandalism (a test of damaged logs) gets past them."""
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("DROP TRIGGER IF EXISTS events_no_update")
+        db.execute("DROP TRIGGER IF EXISTS events_no_delete")
+        db.execute(sql, params)
 
 
 # ---------------------------------------------------------------------------------------------

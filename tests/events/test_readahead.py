@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import os
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from events.replay import rebuild
 from events.schema import Event, PodChange, UndecodableEvent, pod_changes
 from events.state import encode_state
 from events.store import CorruptLog, EventLog, LogError, read_raw_range
+from tests.events.builders import vandalize
 from tests.events.replay_story import story, write
 
 # More than two frames, the last one short.
@@ -148,17 +147,10 @@ def test_the_child_sends_what_pod_changes_makes_of_each_batch(synthetic_log: Pat
     assert any(type(c) is PodChange for c in expected[-1].changes)
 
 
-def _vandalize(path: Path, sql: str, *params: object) -> None:
-    with closing(sqlite3.connect(path)) as db, db:
-        db.execute("DROP TRIGGER IF EXISTS events_no_update")
-        db.execute("DROP TRIGGER IF EXISTS events_no_delete")
-        db.execute(sql, params)
-
-
 def test_the_child_sends_the_events_before_a_corrupt_one_then_its_seq(log_copy: Path) -> None:
     path = log_copy
     bad = FRAME_EVENTS + 10
-    _vandalize(path, "UPDATE events SET body = ? WHERE seq = ?", b"\xc1", bad)
+    vandalize(path, "UPDATE events SET body = ? WHERE seq = ?", b"\xc1", bad)
     out = io.BytesIO()
     send_range(str(path), 1, EVENTS, out)
     *batches, failed = _frames(out.getvalue())
@@ -172,7 +164,7 @@ def test_the_child_sends_the_events_before_a_corrupt_one_then_its_seq(log_copy: 
 
 @pytest.mark.anyio
 async def test_events_missing_from_the_log_are_a_corrupt_log(log_copy: Path) -> None:
-    _vandalize(log_copy, "DELETE FROM events WHERE seq = ?", FRAME_EVENTS + 5)
+    vandalize(log_copy, "DELETE FROM events WHERE seq = ?", FRAME_EVENTS + 5)
     with pytest.raises(CorruptLog, match=r"events missing in seq 5001\.\.10000 \(4999 of 5000"):
         await _drain(log_copy, EVENTS - 1)
 

@@ -19,7 +19,7 @@ from events.schema import Decided, Event, PodChange
 from events.state import State, empty_state, encode_state
 from events.store import CorruptEvent, EventLog
 from events.timeline import timeline
-from tests.events.builders import labels_not_a_map, make_node, make_pod, observed
+from tests.events.builders import labels_not_a_map, make_node, make_pod, observed, vandalize
 
 
 @pytest.fixture
@@ -99,9 +99,7 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     nodes: list[Event] = [observed(make_node(f"n{i}")) for i in range(5)]
     async with EventLog.open(path) as log:
         await log.append(nodes)
-    with closing(sqlite3.connect(path)) as db, db:
-        db.execute("DROP TRIGGER events_no_update")  # only vandalism gets past it
-        db.execute("UPDATE events SET body = ? WHERE seq = 4", (body,))
+    vandalize(path, "UPDATE events SET body = ? WHERE seq = 4", body)
     async with EventLog.open(path, readonly=True) as log:
         with pytest.raises(CorruptEvent) as info:
             await rebuild(log, read_ahead=read_ahead)
@@ -156,9 +154,7 @@ async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
     events: list[Event] = [observed(make_node("n0")), created, *after]
     async with EventLog.open(path) as log:
         await log.append(events)
-    with closing(sqlite3.connect(path)) as db, db:
-        db.execute("DROP TRIGGER events_no_update")
-        db.execute("UPDATE events SET body = ? WHERE seq = 2", (labels_not_a_map(created),))
+    vandalize(path, "UPDATE events SET body = ? WHERE seq = 2", labels_not_a_map(created))
     async with EventLog.open(path, readonly=True) as log:
         if named is None:
             replayed = await rebuild(log, until=until, read_ahead=read_ahead)
