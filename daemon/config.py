@@ -36,6 +36,8 @@ class Topology(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Off: kbatchd runs no Job (each controller can be turned off on its own).
+    enabled: bool = True
     # Jobs whose spec.managedBy equals this are kbatchd's; every other Job is left alone.
     managed_by: str = "kbatchd.dev/job-controller"
     # Treat a pod terminating this long on a NotReady node as failed (0 = never, upstream).
@@ -50,6 +52,7 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    enabled: bool = True
     # Pods whose spec.schedulerName equals this are placed and bound by kbatchd, group by group.
     scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
     # A group whose ready (or succeeded) pods have not reached minCount this long after it was
@@ -69,6 +72,7 @@ class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class JobSetSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    enabled: bool = True
     # JobSets whose spec.managedBy equals this are kbatchd's; every other JobSet is left alone.
     # Their child Jobs carry [reconcilers.job] managed_by, so kbatchd runs them too.
     managed_by: str = "kbatchd.dev/jobset-controller"
@@ -101,6 +105,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # How long the daemon waits for every cluster's first list before it acts on the clusters
     # that have listed (0: act as soon as one has); a cluster that lists later joins then.
     cluster_sync_wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    # How often each cluster's API discovery is read again: a CRD installed or an API turned on
+    # is watched from the next read on, without a restart.
+    discovery_seconds: Annotated[float, msgspec.Meta(ge=1)] = 30.0
     # How long SIGTERM waits for in-flight API calls before leaving them to the next start.
     drain_seconds: Annotated[float, msgspec.Meta(gt=0, le=9)] = 7.0
     # A key whose intents failed is decided again after a back-off that doubles from the first

@@ -41,8 +41,9 @@ from daemon.config import Settings, kubeconfig_path
 from daemon.kube.actuator import RETRIABLE, Actuator
 from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
-from daemon.kube.ingest import Backoff, Informer, now_ms
-from daemon.kube.resources import RESOURCES
+from daemon.kube.discovery import missing_message, served_resources
+from daemon.kube.ingest import INGEST_ERRORS, Backoff, Informer, error_code, now_ms
+from daemon.kube.resources import CANDIDATES, Resource
 from daemon.leader import Elector, default_identity
 from daemon.metrics import Metrics
 from daemon.reconcilers.base import Reconciler
@@ -50,6 +51,7 @@ from daemon.reconcilers.runner import decide_all
 from daemon.requeue import Requeues
 from daemon.telemetry import BatchTrace, Tracing, now_ns
 from events.fold import fold
+from events.objects import SlimObject
 from events.replay import rebuild
 from events.schema import Decided, Event, Observed, Outcome, Tick
 from events.state import State, encode_state, snapshot_due
@@ -324,30 +326,104 @@ class Daemon:
         self._stopped.set()
 
     async def _sources(self, scope: anyio.CancelScope, apis: dict[str, KubeApi]) -> None:
-        daemon = self.settings.daemon
         with scope:
             async with anyio.create_task_group() as tg:
                 for cluster, api in apis.items():
-                    for kind, resource in RESOURCES.items():
-                        prefix = f"{cluster}/"
-                        known = {
-                            key[len(prefix) :]: obj
-                            for key, obj in self.state.table(kind).items()
-                            if key.startswith(prefix)
-                        }
-                        informer = Informer(
-                            api,
-                            resource,
-                            self.send,
-                            known,  # type: ignore[arg-type]
-                            watch_timeout=daemon.watch_timeout_seconds,
-                            read_timeout=daemon.watch_inactivity_seconds,
-                            on_error=self._ingest_error,
-                        )
-                        tg.start_soon(informer.run)
-                for cluster, api in apis.items():
+                    tg.start_soon(self._cluster_sources, cluster, api)
                     tg.start_soon(self._ask_managed_by, cluster, api)
                 tg.start_soon(self._clock)
+
+    async def _cluster_sources(self, cluster: str, api: KubeApi) -> None:
+        """An informer for each kind the cluster serves, at the newest version it serves,
+        found by discovery and asked again every `discovery_seconds`. A kind not served lists
+        as empty (so the cluster syncs, and whatever the log held of it is gone); the
+        controllers of that kind idle there, with one warning naming what to install. A kind
+        that appears later gets its informer then, without a restart."""
+        informers: dict[str, tuple[Informer, anyio.CancelScope | None]] = {}
+        backoff = Backoff(first=1.0, cap=30.0)
+        last: dict[str, Resource] = {}
+        async with anyio.create_task_group() as tg:
+            while True:
+                try:
+                    served = await served_resources(api)
+                except INGEST_ERRORS as exc:
+                    self.metrics.api_error(cluster, "discovery", error_code(exc))
+                    delay = backoff.next_delay()
+                    log.warning(
+                        "cannot read the cluster's API discovery; asking again",
+                        cluster=cluster,
+                        error=str(exc) or type(exc).__name__,
+                        retry_in=round(delay, 2),
+                    )
+                    await anyio.sleep(delay)
+                    continue
+                backoff.reset()
+                if served != last:
+                    log.info(
+                        "cluster API",
+                        cluster=cluster,
+                        kinds={kind: r.api_version for kind, r in sorted(served.items())},
+                    )
+                    last = served
+                if self.actuator is not None:
+                    self.actuator.resources[cluster] = served
+                for kind in CANDIDATES:
+                    await self._follow(tg, cluster, api, informers, kind, served.get(kind))
+                await anyio.sleep(self.settings.daemon.discovery_seconds)
+
+    async def _follow(
+        self,
+        tg: TaskGroup,
+        cluster: str,
+        api: KubeApi,
+        informers: dict[str, tuple[Informer, anyio.CancelScope | None]],
+        kind: str,
+        resource: Resource | None,
+    ) -> None:
+        """Keep one kind's informer in step with what discovery says is served."""
+        current = informers.get(kind)
+        if current is not None and (current[0].resource if current[1] else None) == resource:
+            return
+        if current is not None and current[1] is not None:
+            current[1].cancel()
+        known: dict[str, SlimObject] = {}
+        if current is not None:
+            known = current[0].known
+        else:
+            prefix = f"{cluster}/"
+            for key, obj in self.state.table(kind).items():
+                if key.startswith(prefix):
+                    known[key[len(prefix) :]] = obj  # type: ignore[assignment]
+        daemon = self.settings.daemon
+        informer = Informer(
+            api,
+            resource or CANDIDATES[kind][0],
+            self.send,
+            known,
+            watch_timeout=daemon.watch_timeout_seconds,
+            read_timeout=daemon.watch_inactivity_seconds,
+            on_error=self._ingest_error,
+        )
+        if resource is None:
+            idle = sorted(r.name for r in self.reconcilers if kind in r.kinds)
+            log.warning(
+                missing_message(kind, CANDIDATES[kind]),
+                cluster=cluster,
+                idle_controllers=idle,
+            )
+            informers[kind] = (informer, None)
+            await informer.list_nothing()
+            return
+        if current is not None:
+            log.info("now served", cluster=cluster, kind=kind, version=resource.api_version)
+        scope = anyio.CancelScope()
+        informers[kind] = (informer, scope)
+
+        async def run() -> None:
+            with scope:
+                await informer.run()
+
+        tg.start_soon(run)
 
     def _ingest_error(self, cluster: str, code: int | str) -> None:
         self.metrics.api_error(cluster, "ingest", code)
@@ -449,7 +525,7 @@ class Daemon:
             cluster
             for cluster in self._clusters
             if cluster in self._jobs_managed
-            and all(synced.get(f"{cluster}/{kind}", 0) > started for kind in RESOURCES)
+            and all(synced.get(f"{cluster}/{kind}", 0) > started for kind in CANDIDATES)
         }
 
     def _may_begin(self) -> bool:
@@ -542,7 +618,7 @@ class Daemon:
         kinds = {kind for r in self.reconcilers for kind in r.kinds}
         keys: set[str] = set()
         for kind in kinds:
-            if kind in RESOURCES:
+            if kind in CANDIDATES:
                 keys.update(f"{kind}/{key}" for key in self.state.table(kind))
         return keys
 

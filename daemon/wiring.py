@@ -13,7 +13,7 @@ def reconcilers(settings: Settings) -> list[Reconciler]:
     job = settings.reconcilers.job
     gang = settings.reconcilers.gang
     stuck = job.stuck_terminating_after_seconds
-    return [
+    every: list[Reconciler] = [
         JobReconciler(
             managed_by=job.managed_by,
             stuck_terminating_after_ms=int(stuck * 1000) if stuck else None,
@@ -35,3 +35,9 @@ def reconcilers(settings: Settings) -> list[Reconciler]:
             ratio_level=gang.ratio_level,
         ),
     ]
+    wanted = {
+        "job": job.enabled,
+        "jobset": settings.reconcilers.jobset.enabled,
+        "gang": gang.enabled,
+    }
+    return [r for r in every if wanted[r.name]]

@@ -25,7 +25,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from daemon.kube.api import PATCH_TYPES, KubeApi, Response
 from daemon.kube.ingest import Backoff, now_ms
-from daemon.kube.resources import RESOURCES
+from daemon.kube.resources import RESOURCES, Resource
 from daemon.telemetry import intent_attributes
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.schema import Decided, Event, Outcome
@@ -120,6 +120,8 @@ class Actuator:
     ) -> None:
         self.apis = apis
         self.send = send
+        # Cluster -> kind -> the resource (version) discovery found it serves.
+        self.resources: dict[str, dict[str, Resource]] = {}
         self.max_attempts = max_attempts
         self.tracer = tracer
         self._on_error = on_error
@@ -253,7 +255,8 @@ class Actuator:
             self._on_error(cluster, code)
 
     async def _send(self, api: KubeApi, intent: Intent) -> Response:
-        resource = RESOURCES[intent.kind]
+        resource = self.resources.get(intent.cluster, RESOURCES).get(intent.kind)
+        resource = resource or RESOURCES[intent.kind]
         if isinstance(intent, Create):
             body = dict(intent.body)
             metadata = dict(body.get("metadata") or {})

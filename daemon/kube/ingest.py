@@ -98,7 +98,17 @@ class Backoff:
         self.attempt = 0
 
 
-def _error_code(exc: Exception) -> int | str:
+# What a list, a watch or a discovery request can fail with that is worth asking again.
+INGEST_ERRORS: Final = (
+    OSError,
+    TimeoutError,
+    aiohttp.ClientError,
+    WatchHttpError,
+    msgspec.DecodeError,
+)
+
+
+def error_code(exc: Exception) -> int | str:
     if isinstance(exc, WatchHttpError):
         return exc.response.status
     if isinstance(exc, TimeoutError):
@@ -152,15 +162,9 @@ class Informer:
             except Expired:
                 log.info("watch expired, relisting", **self._context())
                 listed = False
-            except (
-                OSError,
-                TimeoutError,
-                aiohttp.ClientError,
-                WatchHttpError,
-                msgspec.DecodeError,
-            ) as exc:
+            except INGEST_ERRORS as exc:
                 if self._on_error is not None:
-                    self._on_error(self.api.cluster, _error_code(exc))
+                    self._on_error(self.api.cluster, error_code(exc))
                 delay = self._backoff.next_delay()
                 log.warning(
                     "watch failed", error=str(exc), retry_in=round(delay, 2), **self._context()
@@ -197,6 +201,10 @@ class Informer:
             if not token:
                 break
         await self._emit_deltas(seen, resource_version)
+
+    async def list_nothing(self) -> None:
+        """The kind is not served: it lists as empty, so whatever was known of it is gone."""
+        await self._emit_deltas({}, "")
 
     async def _emit_deltas(self, seen: dict[str, SlimObject], resource_version: str) -> None:
         at = now_ms()

@@ -30,16 +30,26 @@ class Resource(msgspec.Struct, frozen=True):
         return f"{path}/{subresource}" if subresource else path
 
 
-RESOURCES: Final = {
-    r.kind: r
-    for r in (
-        Resource("Node", "", "v1", "nodes", namespaced=False),
-        Resource("Pod", "", "v1", "pods", namespaced=True),
+# Kind -> the versions kbatchd can read, newest first; discovery picks the newest a cluster
+# serves (Workload and PodGroup: v1beta1 from Kubernetes 1.37, v1alpha2 in 1.36).
+CANDIDATES: Final[dict[str, tuple[Resource, ...]]] = {
+    "Node": (Resource("Node", "", "v1", "nodes", namespaced=False),),
+    "Pod": (Resource("Pod", "", "v1", "pods", namespaced=True),),
+    "PersistentVolumeClaim": (
         Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", namespaced=True),
-        Resource("Service", "", "v1", "services", namespaced=True),
-        Resource("Job", "batch", "v1", "jobs", namespaced=True),
-        Resource("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True),
-        Resource("Workload", "scheduling.k8s.io", "v1alpha2", "workloads", namespaced=True),
-        Resource("PodGroup", "scheduling.k8s.io", "v1alpha2", "podgroups", namespaced=True),
-    )
+    ),
+    "Service": (Resource("Service", "", "v1", "services", namespaced=True),),
+    "Job": (Resource("Job", "batch", "v1", "jobs", namespaced=True),),
+    "JobSet": (Resource("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", namespaced=True),),
+    "Workload": tuple(
+        Resource("Workload", "scheduling.k8s.io", v, "workloads", namespaced=True)
+        for v in ("v1beta1", "v1alpha2")
+    ),
+    "PodGroup": tuple(
+        Resource("PodGroup", "scheduling.k8s.io", v, "podgroups", namespaced=True)
+        for v in ("v1beta1", "v1alpha2")
+    ),
 }
+
+# Kind -> its resource where no discovery has been read (the simulated cluster's versions).
+RESOURCES: Final = {kind: candidates[-1] for kind, candidates in CANDIDATES.items()}
