@@ -137,7 +137,13 @@ async def simulated_cluster(
 
 
 def daemon_config(
-    tmp: Path, kubeconfig: Path, *, name: str = "kbatchd", extra: str = "", **daemon: Any
+    tmp: Path,
+    kubeconfig: Path,
+    *,
+    name: str = "kbatchd",
+    cluster: str = "sim-0",
+    extra: str = "",
+    **daemon: Any,
 ) -> Path:
     """A TOML config for `kbatchd run` against one simulated cluster, written to `tmp/NAME.toml`
     with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, so that
@@ -146,7 +152,7 @@ def daemon_config(
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
         "[[clusters]]",
-        'name = "sim-0"',
+        f'name = "{cluster}"',
         f'kubeconfig = "{kubeconfig}"',
         "[reconcilers.job]",
         "backoff_base_seconds = 1.0",

@@ -15,6 +15,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from events.intents import Create
 from events.schema import Decided, Event, Observed, Outcome
+from tests.backends import on_cluster
 from tests.processes import (
     assert_reproduced,
     daemon_config,
@@ -84,39 +85,39 @@ def pods_created(events: list[tuple[int, Event]]) -> list[str]:
     return created
 
 
-async def pods_of(core: client.CoreV1Api, job: str) -> list[Any]:
-    found = await core.list_namespaced_pod("default", label_selector=f"job-name={job}")
+async def pods_of(core: client.CoreV1Api, job: str, namespace: str = "default") -> list[Any]:
+    found = await core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
     return list(found.items)
 
 
 async def replacement_order(
-    api: client.ApiClient, job: str, policy: str
+    api: client.ApiClient, job: str, policy: str, namespace: str = "default"
 ) -> list[tuple[str, str, bool]]:
     """Delete the Job's running pod and watch until a replacement runs; returns the watch's
     (type, pod uid, terminating) sequence from the deletion on."""
     core = client.CoreV1Api(api)
     batch = client.BatchV1Api(api)
     await batch.create_namespaced_job(
-        "default",
+        namespace,
         job_body(job, policy=policy, annotations={"sim.kbatchd.dev/terminating-seconds": "3"}),
     )
 
     async def running() -> tuple[str, str] | None:
-        pods = await pods_of(core, job)
+        pods = await pods_of(core, job, namespace)
         for pod in pods:
             if pod.status.phase == "Running":
                 return str(pod.metadata.name), str(pod.metadata.uid)
         return None
 
     name, first = await eventually(running, within=30, what=f"{job}'s pod Running")
-    listing = await core.list_namespaced_pod("default", label_selector=f"job-name={job}")
+    listing = await core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
     seen: list[tuple[str, str, bool]] = []
-    await core.delete_namespaced_pod(name, "default")
+    await core.delete_namespaced_pod(name, namespace)
     with anyio.fail_after(40):
         async with watch.Watch() as stream:
             async for event in stream.stream(
                 core.list_namespaced_pod,
-                "default",
+                namespace,
                 label_selector=f"job-name={job}",
                 resource_version=listing.metadata.resource_version,
             ):
@@ -129,15 +130,15 @@ async def replacement_order(
 
 
 async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_does_not(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
-        waited = await replacement_order(api, "patient", "Failed")
-        eager = await replacement_order(api, "eager", "TerminatingOrFailed")
+        waited = await replacement_order(api, "patient", "Failed", cluster.namespace)
+        eager = await replacement_order(api, "eager", "TerminatingOrFailed", cluster.namespace)
 
     def first_index(seen: list[tuple[str, str, bool]], match: Any) -> int:
         return next(i for i, item in enumerate(seen) if match(item))
@@ -156,28 +157,29 @@ async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_doe
 
 
 async def test_a_suspended_job_changes_resources_and_resumes_in_one_update(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        ns = cluster.namespace
         await batch.create_namespaced_job(
-            "default", job_body("later", suspend=True, parallelism=2, completions=2)
+            ns, job_body("later", suspend=True, parallelism=2, completions=2)
         )
 
         async def suspended() -> bool:
-            job = await batch.read_namespaced_job("later", "default")
+            job = await batch.read_namespaced_job("later", ns)
             conditions = job.status.conditions or []
             return any(c.type == "Suspended" and c.status == "True" for c in conditions)
 
         await eventually(suspended, what="Suspended=True written by kbatchd")
-        assert await pods_of(core, "later") == []
+        assert await pods_of(core, "later", ns) == []
         await batch.patch_namespaced_job(
             "later",
-            "default",
+            ns,
             {
                 "spec": {
                     "suspend": False,
@@ -194,7 +196,7 @@ async def test_a_suspended_job_changes_resources_and_resumes_in_one_update(
         )
 
         async def two_pods() -> list[Any]:
-            pods = await pods_of(core, "later")
+            pods = await pods_of(core, "later", ns)
             return pods if len(pods) == 2 else []
 
         pods = await eventually(two_pods, what="the resumed Job's pods")
@@ -203,14 +205,15 @@ async def test_a_suspended_job_changes_resources_and_resumes_in_one_update(
             assert pod.spec.node_selector == {"cloud.provider.com/topology-rack": "b0-r1"}
 
 
-async def test_resources_of_a_running_job_are_immutable(tmp_path: Path) -> None:
+async def test_resources_of_a_running_job_are_immutable(tmp_path: Path, backend: str) -> None:
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
         batch = client.BatchV1Api(api)
-        await batch.create_namespaced_job("default", job_body("busy"))
+        ns = cluster.namespace
+        await batch.create_namespaced_job(ns, job_body("busy"))
         patch = {
             "spec": {
                 "template": {
@@ -221,7 +224,7 @@ async def test_resources_of_a_running_job_are_immutable(tmp_path: Path) -> None:
             }
         }
         with pytest.raises(ApiException) as refused:
-            await batch.patch_namespaced_job("busy", "default", patch)
+            await batch.patch_namespaced_job("busy", ns, patch)
         assert refused.value.status == 422
         assert "spec.template" in refused.value.body
 

@@ -1,0 +1,462 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver (TLS, client-certificate
+and ServiceAccount-token authentication, RBAC, admission), kube-controller-manager,
+kube-scheduler and kwok, built by `build.sh` from pinned Go modules.
+
+kwok plays the kubelets: the nodes are the simulated cluster's GPU topology (the same spec
+string), and the pods live by the same `sim.kbatchd.dev/*` annotations (`stages.yaml`), so one
+scenario runs on both backends. kbatchd connects with a ServiceAccount token bound to
+`config/rbac.yaml`, as on a real cluster; tests use the admin kubeconfig.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import yaml
+
+from daemon.sim import topology as sim_topology
+
+HERE: Final = Path(__file__).resolve().parent
+REPO: Final = HERE.parent.parent
+RBAC: Final = REPO / "config" / "rbac.yaml"
+START_TIMEOUT: Final = 120.0
+
+
+class ControlPlaneError(Exception):
+    """The control plane could not be built or started; the message names the step."""
+
+
+def _versions() -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in (HERE / "versions.env").read_text().splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            values[key] = value.strip('"')
+    return values
+
+
+VERSIONS: Final = _versions()
+KUBERNETES: Final = tuple(VERSIONS["K8S_VERSIONS"].split())
+
+
+def build(*versions: str) -> Path:
+    """Build (or find cached) every binary; the cache directory."""
+    done = subprocess.run(
+        ["bash", str(HERE / "build.sh"), *versions],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise ControlPlaneError(lines[-1] if lines else f"build.sh exited {done.returncode}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the cluster serves: the workload-aware scheduling API (its gates and
+    runtime-config) and the JobSet CRDs."""
+
+    scheduling: bool = True
+    jobset_crds: bool = True
+
+    @property
+    def name(self) -> str:
+        parts = [("" if self.scheduling else "no-") + "scheduling"]
+        parts.append(("" if self.jobset_crds else "no-") + "jobset")
+        return ",".join(parts)
+
+
+def gates_and_runtime_config(version: str, profile: Profile) -> tuple[str, str]:
+    """`--feature-gates` for every component and the apiserver's `--runtime-config`, per
+    release: 1.37 folded 1.36's gang gates into GenericWorkload and removed them."""
+    if not profile.scheduling:
+        return "", ""
+    if version.startswith("1.36."):
+        gates = "GenericWorkload,GangScheduling,WorkloadAwarePreemption,"
+        gates += "TopologyAwareWorkloadScheduling,WorkloadWithJob"
+        runtime = "scheduling.k8s.io/v1alpha2=true"
+    else:
+        gates = "GenericWorkload,TopologyAwareWorkloadScheduling,CompositePodGroup,"
+        gates += "PodGroupPreemptionPolicy,WorkloadWithJob"
+        runtime = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+    return ",".join(f"{g}=true" for g in gates.split(",")), runtime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_pki(pki: Path) -> None:
+    """A CA, the apiserver's serving certificate (127.0.0.1, localhost), an admin client
+    certificate (group system:masters) and the ServiceAccount signing key."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ca, key = pki / "ca.crt", pki / "ca.key"
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj",
+             "/CN=kbatchd-test-ca", "-keyout", str(key), "-out", str(ca))  # fmt: skip
+    ext = pki / "serving.ext"
+    ext.write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    client_ext = pki / "client.ext"
+    client_ext.write_text("extendedKeyUsage=clientAuth\n")
+    for name, subject, extensions in (
+        ("apiserver", "/CN=kube-apiserver", ext),
+        ("admin", "/O=system:masters/CN=kbatchd-test-admin", client_ext),
+    ):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", subject,
+                 "-keyout", str(pki / f"{name}.key"), "-out", str(pki / f"{name}.csr"))  # fmt: skip
+        _openssl("x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(ca), "-CAkey",
+                 str(key), "-CAcreateserial", "-days", "30", "-extfile", str(extensions),
+                 "-out", str(pki / f"{name}.crt"))  # fmt: skip
+    _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
+    _openssl("rsa", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def kubeconfig(path: Path, server: str, ca: Path, user: dict[str, str]) -> Path:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "real",
+                "cluster": {"server": server, "certificate-authority-data": _b64(ca)},
+            }
+        ],
+        "users": [{"name": "user", "user": user}],
+        "contexts": [{"name": "real", "context": {"cluster": "real", "user": "user"}}],
+        "current-context": "real",
+    }
+    path.write_text(json.dumps(document, indent=2))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class ControlPlane:
+    """One running control plane. `start` returns it serving; `stop` ends every process."""
+
+    version: str
+    root: Path
+    profile: Profile
+    topology: str
+    server: str = ""
+    admin_kubeconfig: Path = field(default_factory=Path)
+    kbatchd_kubeconfig: Path = field(default_factory=Path)
+    _cache: Path = field(default_factory=Path)
+    _processes: list[_Process] = field(default_factory=list)
+    _files: ExitStack = field(default_factory=ExitStack)
+
+    @classmethod
+    def start(
+        cls,
+        version: str,
+        root: Path,
+        *,
+        profile: Profile | None = None,
+        topology: str = "blocks=1,racks=2,hosts=4,gpus=8",
+        cache: Path | None = None,
+    ) -> ControlPlane:
+        cache = cache or build(version)
+        plane = cls(version, root, profile or Profile(), topology)
+        try:
+            plane._start(cache)
+        except BaseException:
+            plane.stop()
+            raise
+        return plane
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = self.root / f"{name}.log"
+        out: IO[bytes] = self._files.enter_context(log.open("wb"))
+        popen = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        self._processes.append(_Process(name, popen, log))
+
+    def _check_alive(self) -> None:
+        for p in self._processes:
+            if p.popen.poll() is not None:
+                tail = p.log.read_text(errors="replace").strip().splitlines()[-5:]
+                raise ControlPlaneError(
+                    f"{p.name} {self.version} exited with code {p.popen.returncode}: "
+                    + " | ".join(tail)
+                )
+
+    def _start(self, cache: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        pki = self.root / "pki"
+        make_pki(pki)
+        gates, runtime = gates_and_runtime_config(self.version, self.profile)
+        bin_k8s = cache / f"kubernetes-{self.version}"
+        etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self._spawn("etcd", [
+            str(cache / f"etcd-{VERSIONS['ETCD_VERSION']}" / "etcd"),
+            "--data-dir", str(self.root / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-cluster", f"default=http://127.0.0.1:{etcd_peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])  # fmt: skip
+        self.server = f"https://127.0.0.1:{api_port}"
+        apiserver = [
+            str(bin_k8s / "kube-apiserver"),
+            "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
+            "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+            # The `kubernetes` Service's endpoint may not be a loopback address; nothing here
+            # reaches the API server through that Service.
+            "--endpoint-reconciler-type", "none",
+            "--secure-port", str(api_port),
+            "--cert-dir", str(self.root / "apiserver-certs"),
+            "--tls-cert-file", str(pki / "apiserver.crt"),
+            "--tls-private-key-file", str(pki / "apiserver.key"),
+            "--client-ca-file", str(pki / "ca.crt"),
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file", str(pki / "sa.pub"),
+            "--service-account-signing-key-file", str(pki / "sa.key"),
+            "--service-cluster-ip-range", "10.96.0.0/16",
+            "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", "OwnerReferencesPermissionEnforcement",
+            "--allow-privileged",
+            "--v", "1",
+        ]  # fmt: skip
+        if gates:
+            apiserver += ["--feature-gates", gates, "--runtime-config", runtime]
+        self._spawn("kube-apiserver", apiserver)
+        self.admin_kubeconfig = kubeconfig(
+            self.root / "admin.kubeconfig",
+            self.server,
+            pki / "ca.crt",
+            {
+                "client-certificate-data": _b64(pki / "admin.crt"),
+                "client-key-data": _b64(pki / "admin.key"),
+            },
+        )
+        self._wait_ready("/readyz")
+        admin = str(self.admin_kubeconfig)
+        feature = ["--feature-gates", gates] if gates else []
+        self._spawn("kube-controller-manager", [
+            str(bin_k8s / "kube-controller-manager"), "--kubeconfig", admin,
+            "--authentication-kubeconfig", admin, "--authorization-kubeconfig", admin,
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--leader-elect=false", "--use-service-account-credentials=false",
+            "--service-account-private-key-file", str(pki / "sa.key"),
+            "--root-ca-file", str(pki / "ca.crt"),
+            "--cluster-signing-cert-file", str(pki / "ca.crt"),
+            "--cluster-signing-key-file", str(pki / "ca.key"),
+            "--v", "1", *feature,
+        ])  # fmt: skip
+        self._spawn("kube-scheduler", [
+            str(bin_k8s / "kube-scheduler"), "--kubeconfig", admin,
+            "--authentication-kubeconfig", admin, "--authorization-kubeconfig", admin,
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--leader-elect=false", "--v", "1", *feature,
+        ])  # fmt: skip
+        kwok = cache / f"kwok-{VERSIONS['KWOK_VERSION']}"
+        self._spawn("kwok", [
+            str(kwok / "kwok"), "--kubeconfig", admin,
+            "--config", str(kwok / "node-stages.yaml"), "--config", str(HERE / "stages.yaml"),
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+            "--server-address", f"127.0.0.1:{free_port()}",
+            "--node-lease-duration-seconds", "40",
+        ])  # fmt: skip
+        self._cache = cache
+        if self.profile.jobset_crds:
+            self.install_jobset_crds()
+        for node in sim_topology.load(self.topology):
+            node["metadata"].setdefault("annotations", {})["kwok.x-k8s.io/node"] = "fake"
+            self.apply(node)
+        self.kbatchd_kubeconfig = self._kbatchd_credentials()
+        self._wait_default_service_account()
+
+    def install_jobset_crds(self) -> bool:
+        """sigs.k8s.io/jobset's CRDs, created and established."""
+        crds = self._cache / f"jobset-{VERSIONS['JOBSET_VERSION']}"
+        for crd in sorted(crds.glob("*.yaml")):
+            self.apply_file(crd)
+        self._wait_established("jobsets.jobset.x-k8s.io")
+        return True
+
+    # -- talking to it ---------------------------------------------------------------------
+
+    def _tls(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.root / "pki" / "ca.crt"))
+        pki = self.root / "pki"
+        context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        return context
+
+    def request(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "application/json"
+    ) -> tuple[int, Any]:
+        """One admin request; (status, decoded JSON body)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method)
+        request.add_header("Content-Type", content_type)
+        request.add_header("Accept", "application/json")
+        try:
+            with urllib.request.urlopen(request, context=self._tls(), timeout=30) as response:
+                payload = response.read()
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            payload, status = exc.read(), exc.code
+        try:
+            return status, json.loads(payload) if payload else None
+        except json.JSONDecodeError:
+            return status, payload.decode(errors="replace")
+
+    def _wait(self, what: str, check: Any, within: float = START_TIMEOUT) -> Any:
+        """Re-check `check` until truthy, failing with `what` after `within` s (the processes
+        are checked alive on every round: one that died fails at once with its last lines)."""
+        deadline = time.monotonic() + within
+        delay = 0.05
+        while True:
+            self._check_alive()
+            try:
+                found = check()
+            except (OSError, ssl.SSLError):
+                found = None
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"{what} not reached within {within:.0f} s ({self.version})"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    def _wait_ready(self, path: str) -> None:
+        self._wait(f"kube-apiserver {path}", lambda: self.request("GET", path)[0] == 200)
+
+    def _wait_established(self, crd: str) -> None:
+        def established() -> bool:
+            status, body = self.request(
+                "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"
+            )
+            if status != 200:
+                return False
+            conditions = (body.get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+        self._wait(f"CRD {crd} established", established)
+
+    def _wait_default_service_account(self) -> None:
+        self._wait(
+            "the default ServiceAccount",
+            lambda: (
+                self.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+            ),
+        )
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Create `obj` (server-side apply would do too; create keeps the request plain)."""
+        status, body = self.request("POST", collection_path(obj), obj)
+        if status not in (200, 201, 409):
+            raise ControlPlaneError(
+                f"creating {obj['kind']} {obj['metadata'].get('name')}: HTTP {status}: {body}"
+            )
+
+    def apply_file(self, path: Path) -> None:
+        for document in yaml.safe_load_all(path.read_text()):
+            if document:
+                self.apply(document)
+
+    def _kbatchd_credentials(self) -> Path:
+        """config/rbac.yaml applied, and a kubeconfig with a token of its ServiceAccount."""
+        self.apply_file(RBAC)
+        status, body = self.request(
+            "POST",
+            "/api/v1/namespaces/kube-system/serviceaccounts/kbatchd/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": 86400}},
+        )  # fmt: skip
+        if status != 201:
+            raise ControlPlaneError(f"TokenRequest for kbatchd: HTTP {status}: {body}")
+        return kubeconfig(
+            self.root / "kbatchd.kubeconfig",
+            self.server,
+            self.root / "pki" / "ca.crt",
+            {"token": body["status"]["token"]},
+        )
+
+    def served(self, group_version: str) -> list[str]:
+        """The resource names `group_version` serves (empty when it is not served)."""
+        prefix = "/api/" if "/" not in group_version else "/apis/"
+        status, body = self.request("GET", prefix + group_version)
+        return [r["name"] for r in body.get("resources", [])] if status == 200 else []
+
+    def logs(self, name: str, lines: int = 20) -> str:
+        text = (self.root / f"{name}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        for p in reversed(self._processes):
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, signal.SIGTERM)
+        for p in reversed(self._processes):
+            try:
+                p.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.popen.pid, signal.SIGKILL)
+                p.popen.wait()
+        self._processes.clear()
+        self._files.close()
+        shutil.rmtree(self.root / "etcd", ignore_errors=True)
+
+
+_CLUSTER_SCOPED: Final = {
+    "Node", "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+    "PriorityClass",
+}  # fmt: skip
+_PLURALS: Final = {
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "PriorityClass": "priorityclasses",
+}
+
+
+def collection_path(obj: dict[str, Any]) -> str:
+    """The REST collection an object is created in."""
+    group_version, kind = obj["apiVersion"], obj["kind"]
+    root = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+    plural = _PLURALS.get(kind, kind.lower() + "s")
+    if kind in _CLUSTER_SCOPED:
+        return f"{root}/{plural}"
+    namespace = obj["metadata"].get("namespace", "default")
+    return f"{root}/namespaces/{namespace}/{plural}"
