@@ -229,24 +229,27 @@ async def test_resources_of_a_running_job_are_immutable(tmp_path: Path, backend:
         assert "spec.template" in refused.value.body
 
 
-async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path: Path) -> None:
+async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
+    tmp_path: Path, backend: str
+) -> None:
     completions = 40
-    async with simulated_cluster(tmp_path, "--time-scale", "5") as (_, kubeconfig):
-        config = daemon_config(tmp_path, kubeconfig)
-        async with kube_client(kubeconfig) as api:
+    async with on_cluster(backend, tmp_path) as cluster:
+        config = cluster.daemon_config(tmp_path)
+        ns = cluster.namespace
+        async with kube_client(cluster.admin) as api:
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
             body = job_body(
                 "many",
                 parallelism=10,
                 completions=completions,
                 cpu="100m",
-                annotations={"sim.kbatchd.dev/run-seconds": "2"},
+                annotations={"sim.kbatchd.dev/run-seconds": "1"},
             )
-            await batch.create_namespaced_job("default", body)
+            await batch.create_namespaced_job(ns, body)
             async with spawn("daemon", "run", "--config", str(config)) as daemon:
 
                 async def some_pods() -> bool:
-                    return len(await pods_of(core, "many")) >= 5
+                    return len(await pods_of(core, "many", ns)) >= 5
 
                 await eventually(some_pods, what="the first pods")
                 daemon.send_signal(signal.SIGKILL)
@@ -254,12 +257,12 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(tmp_path:
             async with running_daemon(config):
 
                 async def complete() -> bool:
-                    job = await batch.read_namespaced_job("many", "default")
+                    job = await batch.read_namespaced_job("many", ns)
                     conditions = job.status.conditions or []
                     return any(c.type == "Complete" and c.status == "True" for c in conditions)
 
                 await eventually(complete, within=90, what="the Job Complete")
-                job = await batch.read_namespaced_job("many", "default")
+                job = await batch.read_namespaced_job("many", ns)
                 assert job.status.succeeded == completions
                 assert not job.status.failed
     events = await logged_events(tmp_path / "kbatchd.db")
