@@ -325,7 +325,33 @@ def view_jobset(jobset: JobSet) -> JobSetView:
         status = msgspec.convert(jobset.status, JobSetStatus)
     except msgspec.ValidationError as exc:
         raise JobSetSpecError(str(exc)) from exc
+    templates = [webhook_job_template(rj.template) for rj in spec.replicated_jobs]
+    if any(t is not rj.template for t, rj in zip(templates, spec.replicated_jobs, strict=True)):
+        replicated = [
+            msgspec.structs.replace(rj, template=t)
+            for t, rj in zip(templates, spec.replicated_jobs, strict=True)
+        ]
+        spec = msgspec.structs.replace(spec, replicated_jobs=replicated)
     return JobSetView(jobset, spec, status)
+
+
+def webhook_job_template(template: dict[str, Any]) -> dict[str, Any]:
+    """A replicatedJob's Job template with the defaults JobSet's mutating webhook gives it on
+    create: an Indexed Job, pods restarted OnFailure. A cluster that serves the JobSet CRDs
+    without that webhook stores the template as written, and child Jobs must still be what
+    the webhook would have made of it. The template itself when nothing is missing."""
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return template
+    pod = spec.get("template")
+    pod_spec = pod.get("spec") if isinstance(pod, dict) else None
+    needs_pod = isinstance(pod_spec, dict) and "restartPolicy" not in pod_spec
+    if "completionMode" in spec and not needs_pod:
+        return template
+    spec = {"completionMode": "Indexed", **spec}
+    if needs_pod and isinstance(pod, dict) and isinstance(pod_spec, dict):
+        spec["template"] = {**pod, "spec": {"restartPolicy": "OnFailure", **pod_spec}}
+    return {**template, "spec": spec}
 
 
 def job_name(jobset: str, replicated_job: str, index: int) -> str:
