@@ -11,6 +11,7 @@ import anyio
 import pytest
 from kubernetes_asyncio import client, watch
 
+from tests.backends import SIM, on_cluster
 from tests.processes import (
     assert_reproduced,
     daemon_config,
@@ -73,30 +74,32 @@ def jobset(name: str, rjs: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     }
 
 
-async def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+async def create(api: client.ApiClient, body: dict[str, Any], namespace: str = "default") -> None:
     custom = client.CustomObjectsApi(api)
-    await custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, body)
+    await custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, body)
 
 
-async def read(api: client.ApiClient, name: str) -> dict[str, Any]:
+async def read(api: client.ApiClient, name: str, namespace: str = "default") -> dict[str, Any]:
     custom = client.CustomObjectsApi(api)
     obj: dict[str, Any] = await custom.get_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, name
+        GROUP, VERSION, namespace, PLURAL, name
     )
     return obj
 
 
-async def pods_of(api: client.ApiClient, name: str) -> list[Any]:
+async def pods_of(api: client.ApiClient, name: str, namespace: str = "default") -> list[Any]:
     core = client.CoreV1Api(api)
-    found = await core.list_namespaced_pod("default", label_selector=f"{NAME_LABEL}={name}")
+    found = await core.list_namespaced_pod(namespace, label_selector=f"{NAME_LABEL}={name}")
     return [p for p in found.items if p.metadata.deletion_timestamp is None]
 
 
-async def running(api: client.ApiClient, name: str, count: int) -> dict[str, Any]:
+async def running(
+    api: client.ApiClient, name: str, count: int, namespace: str = "default"
+) -> dict[str, Any]:
     """The JobSet's pods by name once exactly `count` of them run and are ready."""
 
     async def check() -> dict[str, Any] | None:
-        pods = await pods_of(api, name)
+        pods = await pods_of(api, name, namespace)
         ready = [
             p
             for p in pods
@@ -117,15 +120,16 @@ def complete(job: Any) -> bool:
     return any(c.type == "Complete" and c.status == "True" for c in job.status.conditions or ())
 
 
-async def test_depends_on_creates_replicated_jobs_in_order(tmp_path: Path) -> None:
+async def test_depends_on_creates_replicated_jobs_in_order(tmp_path: Path, backend: str) -> None:
     """a, then b once a is Complete, then c once b is Ready — seen through a watch."""
     async with (
-        simulated_cluster(tmp_path, "--time-scale", "2") as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
+        ns = cluster.namespace
         batch = client.BatchV1Api(api)
-        listing = await batch.list_namespaced_job("default")
+        listing = await batch.list_namespaced_job(ns)
         await create(
             api,
             jobset(
@@ -136,13 +140,14 @@ async def test_depends_on_creates_replicated_jobs_in_order(tmp_path: Path) -> No
                     replicated("c", depends_on=[("b", "Ready")]),
                 ],
             ),
+            ns,
         )
         seen: list[tuple[str, str, bool, int]] = []
         with anyio.fail_after(60):
             async with watch.Watch() as stream:
                 async for event in stream.stream(
                     batch.list_namespaced_job,
-                    "default",
+                    ns,
                     label_selector=f"{NAME_LABEL}=order",
                     resource_version=listing.metadata.resource_version,
                 ):
@@ -190,9 +195,14 @@ def in_place_containers() -> list[dict[str, Any]]:
     ]
 
 
-async def test_in_place_restart_keeps_all_32_pods(tmp_path: Path) -> None:
+async def test_in_place_restart_keeps_all_32_pods(tmp_path: Path, backend: str) -> None:
     """8 Jobs x 4 pods; one worker crashes: it restarts in place, kbatchd moves the barrier, every
     other pod's agent restarts its pod in place too, and no pod or Job is replaced."""
+    if backend != SIM:
+        pytest.skip(
+            "restarting containers in place (restartPolicyRules, RestartAllContainers) is the "
+            "kubelet's; kwok plays pod phases, not containers, so only the simulated cluster can"
+        )
     async with (
         simulated_cluster(tmp_path) as (_, kubeconfig),
         running_daemon(daemon_config(tmp_path, kubeconfig)),
@@ -258,29 +268,30 @@ async def test_in_place_restart_keeps_all_32_pods(tmp_path: Path) -> None:
 
 
 async def fail_one_pod(
-    tmp_path: Path, policy: dict[str, Any]
+    tmp_path: Path, backend: str, policy: dict[str, Any]
 ) -> tuple[dict[str, str], dict[str, str], str]:
     """8 Jobs x 4 pods with backoffLimit 0; one pod fails. Returns pod uids by name before and
     after the JobSet recovered, and the failed pod's Job."""
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
+        ns = cluster.namespace
         core = client.CoreV1Api(api)
         await create(
-            api, jobset("fail", [replicated("w", 8, 4, backoffLimit=0)], failurePolicy=policy)
+            api, jobset("fail", [replicated("w", 8, 4, backoffLimit=0)], failurePolicy=policy), ns
         )
-        pods = await running(api, "fail", 32)
+        pods = await running(api, "fail", 32, ns)
         before = {name: p.metadata.uid for name, p in pods.items()}
         victim = pods[sorted(pods)[13]]
         failed_job = victim.metadata.labels["batch.kubernetes.io/job-name"]
         await core.patch_namespaced_pod(
-            victim.metadata.name, "default", {"metadata": {"annotations": {RUN: "0", EXIT: "1"}}}
+            victim.metadata.name, ns, {"metadata": {"annotations": {RUN: "0", EXIT: "1"}}}
         )
 
         async def recovered() -> dict[str, str] | None:
-            pods = await pods_of(api, "fail")
+            pods = await pods_of(api, "fail", ns)
             ready = [p for p in pods if p.status.phase == "Running"]
             replaced = [p for p in pods if p.metadata.uid not in before.values()]
             if len(ready) == 32 and replaced:
@@ -292,9 +303,11 @@ async def fail_one_pod(
     return before, after, failed_job
 
 
-async def test_restart_job_replaces_only_the_failed_jobs_pods(tmp_path: Path) -> None:
+async def test_restart_job_replaces_only_the_failed_jobs_pods(tmp_path: Path, backend: str) -> None:
     before, after, failed_job = await fail_one_pod(
-        tmp_path, {"maxRestarts": 3, "rules": [{"action": "RestartJob"}]}
+        tmp_path,
+        backend,
+        {"maxRestarts": 3, "rules": [{"name": "restartFailed", "action": "RestartJob"}]},
     )
     kept = {n: u for n, u in before.items() if not n.startswith(failed_job + "-")}
     assert len(kept) == 28
@@ -304,22 +317,23 @@ async def test_restart_job_replaces_only_the_failed_jobs_pods(tmp_path: Path) ->
     assert all(n.startswith(failed_job + "-") for n in new)
 
 
-async def test_restart_jobset_replaces_every_pod(tmp_path: Path) -> None:
-    before, after, _ = await fail_one_pod(tmp_path, {"maxRestarts": 3})
+async def test_restart_jobset_replaces_every_pod(tmp_path: Path, backend: str) -> None:
+    before, after, _ = await fail_one_pod(tmp_path, backend, {"maxRestarts": 3})
     assert not set(before.values()) & set(after.values())
     assert len(after) == 32
 
 
-async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path) -> None:
+async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path, backend: str) -> None:
     """3 Jobs x 4 pods on 2 racks with exclusive-topology on the rack label: the first two Jobs
     take a rack each (first fit would have put every pod on one node), the third Job's leader
     waits unbound with no follower created until a rack is free, then runs there."""
     rack = "cloud.provider.com/topology-rack"
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
+        ns = cluster.namespace
         core = client.CoreV1Api(api)
         racks = {n.metadata.name: n.metadata.labels[rack] for n in (await core.list_node()).items}
         body = jobset(
@@ -327,13 +341,13 @@ async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path) -> None
             [replicated("w", 3, 4, annotations={RUN: "4"})],
         )
         body["metadata"]["annotations"] = {"alpha.jobset.sigs.k8s.io/exclusive-topology": rack}
-        await create(api, body)
+        await create(api, body, ns)
 
         def job_of(pod: Any) -> str:
             return str(pod.metadata.labels["batch.kubernetes.io/job-name"])
 
         async def two_running() -> list[Any] | None:
-            pods = await pods_of(api, "excl")
+            pods = await pods_of(api, "excl", ns)
             running = [p for p in pods if p.status.phase == "Running"]
             return pods if len(running) == 8 else None
 
@@ -354,17 +368,17 @@ async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path) -> None
         assert len(set.union(*placed.values())) == 2, placed
 
         async def completed() -> bool:
-            status = (await read(api, "excl")).get("status") or {}
+            status = (await read(api, "excl", ns)).get("status") or {}
             return status.get("terminalState") == "Completed"
 
         await eventually(completed, within=90, what="JobSet excl Completed")
         final: dict[str, set[str]] = {}
-        for pod in (await core.list_namespaced_pod("default")).items:
+        for pod in (await core.list_namespaced_pod(ns)).items:
             final.setdefault(job_of(pod), set()).add(racks[pod.spec.node_name])
         assert sorted(final) == ["excl-w-0", "excl-w-1", "excl-w-2"]
         assert all(len(r) == 1 for r in final.values()), final
         # The headless Service the pods' subdomain resolves through (spec B0).
-        service = await core.read_namespaced_service("excl", "default")
+        service = await core.read_namespaced_service("excl", ns)
         assert service.spec.cluster_ip == "None"
         assert service.spec.selector == {NAME_LABEL: "excl"}
         assert service.spec.publish_not_ready_addresses is True
