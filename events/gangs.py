@@ -101,12 +101,28 @@ def podgroup_changed(
                 del state.gang_queue[cluster]
 
 
+def workload_ref(spec: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The Workload and template a PodGroup was made from: ``spec.workloadRef`` (v1beta1,
+    Kubernetes 1.37) or ``spec.podGroupTemplateRef.workload`` (v1alpha2, 1.36); (None, None)
+    for a standalone PodGroup."""
+    ref: Any = spec.get("workloadRef")
+    template_key = "templateName"
+    if not isinstance(ref, dict):
+        outer: Any = spec.get("podGroupTemplateRef")
+        ref = outer.get("workload") if isinstance(outer, dict) else None
+        template_key = "podGroupTemplateName"
+    if not isinstance(ref, dict):
+        return None, None
+    workload, template = ref.get("workloadName"), ref.get(template_key)
+    return (
+        workload if isinstance(workload, str) and workload else None,
+        template if isinstance(template, str) and template else None,
+    )
+
+
 def workload_name(group: PodGroup) -> str | None:
-    """The Workload a PodGroup was made from (``spec.podGroupTemplateRef.workload``), if any."""
-    ref: Any = group.spec.get("podGroupTemplateRef")
-    workload: Any = ref.get("workload") if isinstance(ref, dict) else None
-    name: Any = workload.get("workloadName") if isinstance(workload, dict) else None
-    return name if isinstance(name, str) and name else None
+    """The Workload a PodGroup was made from, if any."""
+    return workload_ref(group.spec)[0]
 
 
 def dirty_workload(cluster: str, group: PodGroup, dirty: set[str]) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
+from events.gangs import workload_ref
 from events.objects import ObjectError, Pod, PodGroup, Workload, timestamp_ms
 
 SCHEDULED: Final = "PodGroupScheduled"
@@ -169,11 +170,7 @@ def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
                         f"key is required, got {key!r}"
                     )
                 topology_key = key
-    workload = template = None
-    ref = spec.get("podGroupTemplateRef")
-    if isinstance(ref, dict) and isinstance(ref.get("workload"), dict):
-        workload = ref["workload"].get("workloadName") or None
-        template = ref["workload"].get("podGroupTemplateName") or None
+    workload, template = workload_ref(spec)
     conditions = conditions_of(group.status, where)
     raw_evictions = group.annotations.get(EVICTIONS, "0")
     if not raw_evictions.isdecimal() or len(raw_evictions) > 9:
