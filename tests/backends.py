@@ -68,6 +68,11 @@ class Cluster:
         """The cluster's name in kbatchd's config, log and refs."""
         return "real" if self.real else "sim-0"
 
+    @property
+    def scheduling_version(self) -> str:
+        """The scheduling.k8s.io version Workloads and PodGroups are served at."""
+        return "v1alpha2" if self.backend in (SIM, "k8s-1.36.3") else "v1beta1"
+
     def daemon_config(self, tmp: Path, **options: Any) -> Path:
         """`tests.processes.daemon_config` for this cluster."""
         return daemon_config(tmp, self.kubeconfig, cluster=self.name, **options)

@@ -14,6 +14,7 @@ from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import NODES, PODS, by_kind
 from events.intents import Bind
 from events.schema import Decided, Outcome
+from tests.backends import on_cluster
 from tests.processes import (
     assert_reproduced,
     daemon_config,
@@ -21,7 +22,6 @@ from tests.processes import (
     kube_client,
     logged_events,
     running_daemon,
-    simulated_cluster,
 )
 
 pytestmark = pytest.mark.anyio
@@ -33,17 +33,22 @@ RACK = "cloud.provider.com/topology-rack"
 TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
 
 
+def gpus_of(count: int) -> dict[str, Any]:
+    """Container resources for `count` GPUs: an extended resource needs its limit (equal to
+    the request; the API server refuses a request alone)."""
+    return {"requests": {GPU: str(count)}, "limits": {GPU: str(count)}}
+
+
 def blocker(name: str, host: str, gpus: int) -> dict[str, Any]:
-    """A default-scheduler pod the simulated cluster's agent binds to `host`."""
+    """A default-scheduler pod bound to `host` (by the simulated cluster's agent, or by
+    kube-scheduler)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": host},
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"requests": {GPU: str(gpus)}}}
-            ],
+            "containers": [{"name": "main", "image": "busybox", "resources": gpus_of(gpus)}],
         },
     }
 
@@ -52,13 +57,11 @@ def member(name: str, group: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name},
         "spec": {
             "schedulerName": "kbatchd",
             "schedulingGroup": {"podGroupName": group},
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"requests": {GPU: "1"}}}
-            ],
+            "containers": [{"name": "main", "image": "busybox", "resources": gpus_of(1)}],
         },
     }
 
@@ -92,6 +95,17 @@ POD_GROUP: dict[str, Any] = {
 }
 
 
+def gang_objects(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """WORKLOAD and POD_GROUP at a scheduling.k8s.io version: v1beta1 (1.37) names the
+    template through `workloadRef`."""
+    workload = {**WORKLOAD, "apiVersion": f"scheduling.k8s.io/{version}"}
+    group = {**POD_GROUP, "apiVersion": f"scheduling.k8s.io/{version}"}
+    if version != "v1alpha2":
+        spec = {k: v for k, v in POD_GROUP["spec"].items() if k != "podGroupTemplateRef"}
+        group["spec"] = {**spec, "workloadRef": {"workloadName": "train", "templateName": "main"}}
+    return workload, group
+
+
 def scheduled(group: dict[str, Any]) -> dict[str, Any]:
     for condition in (group.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodGroupScheduled":
@@ -100,59 +114,64 @@ def scheduled(group: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_it(
-    tmp_path: Path,
+    tmp_path: Path, backend: str
 ) -> None:
     async with (
-        simulated_cluster(tmp_path, topology=TOPOLOGY) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
+        on_cluster(backend, tmp_path, topology=TOPOLOGY) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
     ):
+        ns = cluster.namespace
         core = client.CoreV1Api(api)
-        scheduling = client.SchedulingV1alpha2Api(api)
+        custom = client.CustomObjectsApi(api)
+        group, version = "scheduling.k8s.io", cluster.scheduling_version
+        workload, pod_group = gang_objects(version)
         # 4 of every rack's 16 GPUs taken by pods kbatchd does not manage.
         hosts = {"b0-r0": "b0-r0-h0", "b0-r1": "b0-r1-h1"}
         for rack, host in hosts.items():
-            await core.create_namespaced_pod(NS, blocker(f"blocker-{rack}", host, 4))
+            await core.create_namespaced_pod(ns, blocker(f"blocker-{rack}", host, 4))
 
         async def blockers_bound() -> bool:
-            pods = [await core.read_namespaced_pod(f"blocker-{r}", NS) for r in hosts]
+            pods = [await core.read_namespaced_pod(f"blocker-{r}", ns) for r in hosts]
             return all(p.spec.node_name for p in pods)
 
-        await eventually(blockers_bound, within=10, what="the blockers bound by the sim agent")
+        await eventually(blockers_bound, within=30, what="the blockers bound")
 
-        await scheduling.create_namespaced_workload(NS, WORKLOAD)
-        await scheduling.create_namespaced_pod_group(NS, POD_GROUP)
+        await custom.create_namespaced_custom_object(group, version, ns, "workloads", workload)
+        await custom.create_namespaced_custom_object(group, version, ns, "podgroups", pod_group)
         names = [f"train-{i:02d}" for i in range(16)]
         for name in names:
-            await core.create_namespaced_pod(NS, member(name, "train-main"))
+            await core.create_namespaced_pod(ns, member(name, "train-main"))
 
         async def group_condition() -> dict[str, Any]:
-            group = await scheduling.read_namespaced_pod_group("train-main", NS)
-            return scheduled(api.sanitize_for_serialization(group))
+            found = await custom.get_namespaced_custom_object(
+                group, version, ns, "podgroups", "train-main"
+            )
+            return scheduled(found)
 
         async def unschedulable() -> dict[str, Any] | None:
             condition = await group_condition()
             message = condition.get("message", "")
             return condition if message.startswith("InsufficientRoom") else None
 
-        condition = await eventually(unschedulable, within=10, what="PodGroupScheduled=False")
+        condition = await eventually(unschedulable, within=30, what="PodGroupScheduled=False")
         assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
         assert condition["message"] == (
             f"InsufficientRoom: 16 pod(s) request nvidia.com/gpu 16 (12 free) in any one {RACK}"
         )
         members = (
-            await core.list_namespaced_pod(NS, field_selector="spec.schedulerName=kbatchd")
+            await core.list_namespaced_pod(ns, field_selector="spec.schedulerName=kbatchd")
         ).items
         assert len(members) == 16
         assert not [p.metadata.name for p in members if p.spec.node_name], "a partial gang bound"
 
-        await core.delete_namespaced_pod("blocker-b0-r1", NS, grace_period_seconds=0)
+        await core.delete_namespaced_pod("blocker-b0-r1", ns, grace_period_seconds=0)
 
         async def all_bound() -> list[Any] | None:
-            pods = [await core.read_namespaced_pod(name, NS) for name in names]
+            pods = [await core.read_namespaced_pod(name, ns) for name in names]
             return pods if all(p.spec.node_name for p in pods) else None
 
-        bound = await eventually(all_bound, within=10, what="all 16 members bound")
+        bound = await eventually(all_bound, within=30, what="all 16 members bound")
         racks = set()
         for pod in bound:
             node = await core.read_node(pod.spec.node_name)
