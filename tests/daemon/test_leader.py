@@ -22,13 +22,12 @@ from daemon.leader import Elector, micro_time
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS, lookup
 from events.schema import Decided, Observed, Outcome
+from tests.backends import on_cluster
 from tests.daemon.embedded import embedded, job, settings_for, short_leases
 from tests.processes import (
-    daemon_config,
     eventually,
     kube_client,
     logged_events,
-    simulated_cluster,
     spawn,
 )
 
@@ -277,21 +276,22 @@ def _decided_about(events: list[tuple[int, Any]], job_name: str) -> list[Decided
     return [e for _, e in events if isinstance(e, Decided) and e.key.endswith(f"/{job_name}")]
 
 
-async def test_two_daemons_one_acts_and_the_other_takes_over(tmp_path: Path) -> None:
+async def test_two_daemons_one_acts_and_the_other_takes_over(tmp_path: Path, backend: str) -> None:
     lease, retry = 3, 0.5
     extra = (
         "[leader_election]\nenabled = true\n"
         f"lease_duration_seconds = {lease}\nrenew_deadline_seconds = 2.0\n"
         f"retry_period_seconds = {retry}\n"
     )
-    async with simulated_cluster(tmp_path, "--time-scale", "10") as (_, kubeconfig):
+    async with on_cluster(backend, tmp_path) as cluster:
+        ns = cluster.namespace
         configs = {
-            name: daemon_config(tmp_path, kubeconfig, name=name, extra=extra)
+            name: cluster.daemon_config(tmp_path, name=name, extra=extra)
             for name in ("first", "second")
         }
         async with (
             spawn("first", "run", "--config", str(configs["first"])) as first,
-            kube_client(kubeconfig) as api,
+            kube_client(cluster.admin) as api,
             aiohttp.ClientSession() as session,
         ):
             leading = json.loads(await first.wait_for(lambda line: '"leading"' in line))
@@ -303,10 +303,10 @@ async def test_two_daemons_one_acts_and_the_other_takes_over(tmp_path: Path) -> 
                     assert response.status == 200
                     assert (await response.json())["role"] == "standby"
                 batch = client.BatchV1Api(api)
-                await batch.create_namespaced_job("default", job("before", parallelism=2))
+                await batch.create_namespaced_job(ns, job("before", parallelism=2))
 
                 async def complete(name: str) -> bool:
-                    found = await batch.read_namespaced_job(name, "default")
+                    found = await batch.read_namespaced_job(name, ns)
                     conditions = found.status.conditions or []
                     return any(c.type == "Complete" and c.status == "True" for c in conditions)
 
@@ -348,7 +348,7 @@ async def test_two_daemons_one_acts_and_the_other_takes_over(tmp_path: Path) -> 
                 gap = (taken.acquire_time - last_renewal).total_seconds()
                 assert lease - retry <= gap <= lease + 3 * retry, gap
 
-                await batch.create_namespaced_job("default", job("after"))
+                await batch.create_namespaced_job(ns, job("after"))
                 await eventually(lambda: complete("after"), within=30, what="Job after Complete")
                 assert _decided_about(await logged_events(tmp_path / "second.db"), "after")
                 second.send_signal(signal.SIGTERM)
