@@ -15,7 +15,7 @@ import ast
 import re
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import pytest
 import yaml
@@ -84,8 +84,14 @@ def _blocking_owners() -> set[str]:
     return owners
 
 
+# Discovery documents (/api, /apis, /apis/GROUP/VERSION): every authenticated user may read
+# them through the built-in system:discovery ClusterRole, so config/rbac.yaml grants nothing.
+DISCOVERY: Final = Access("get", "", "(discovery)")
+_DISCOVERY_PATH: Final = re.compile(r"^/apis?(?:/[^/]+(?:/[^/]+)?)?$")
+
+
 def required() -> set[Access]:
-    needed: set[Access] = set()
+    needed: set[Access] = {DISCOVERY}
     for resource in RESOURCES.values():
         needed |= {Access(v, resource.group, resource.plural) for v in ("list", "watch")}
     for op, kind, sub in _intent_calls():
@@ -105,7 +111,7 @@ def required() -> set[Access]:
 
 def granted() -> set[Access]:
     documents = list(yaml.safe_load_all(RBAC.read_text()))
-    rules: set[Access] = set()
+    rules: set[Access] = {DISCOVERY}
     for doc in documents:
         if doc["kind"] not in ("ClusterRole", "Role"):
             continue
@@ -148,6 +154,8 @@ _PATH = re.compile(
 
 def access_of(method: str, path: str, query: Mapping[str, Any]) -> Access:
     """The RBAC verb and resource of one HTTP call, as the API server's request info has it."""
+    if method == "GET" and _DISCOVERY_PATH.match(path) and not _PATH.match(path):
+        return DISCOVERY
     match = _PATH.match(path)
     assert match, path
     group = match["group"] or ""
