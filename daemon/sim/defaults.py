@@ -1,6 +1,10 @@
-"""Defaulting the real API server applies on create (and admission plugins that behave like
+"""Defaulting the real API server applies (and admission plugins that behave like
 defaulting): Pod and PodSpec defaults, Job defaults with the generated selector, JobSet
 webhook and CRD defaults.
+
+The scheme's defaults (`SetDefaults_*`, the CRD schema's) run whenever a body is decoded, so
+on every create, update and patch result alike; the admission plugins, the generated selector
+and the JobSet webhook run on create only.
 
 Clients see these fields on every object they read back, and kbatchd's reconcilers read some
 of them (parallelism, completions, backoffLimit, podReplacementPolicy), so they must be here.
@@ -9,6 +13,8 @@ of them (parallelism, completions, backoffLimit, podReplacementPolicy), so they 
 from __future__ import annotations
 
 from typing import Any, Final
+
+from daemon.reconcilers.jobsetspec import webhook_job_template
 
 Obj = dict[str, Any]
 
@@ -87,9 +93,8 @@ def _qos_class(spec: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def pod(obj: Obj, priority: int, preemption_policy: str) -> None:
-    """`SetDefaults_Pod` plus what the Priority and DefaultTolerationSeconds admission
-    plugins add; the status starts over as the real server resets it on create."""
+def pod_scheme(obj: Obj) -> None:
+    """`SetDefaults_Pod` (with the PodSpec's): what every decoded pod gets."""
     spec = obj.setdefault("spec", {})
     pod_spec(spec)
     spec.setdefault("enableServiceLinks", True)
@@ -97,6 +102,13 @@ def pod(obj: Obj, priority: int, preemption_policy: str) -> None:
         for container in spec.get(field) or ():
             if isinstance(container, dict):
                 _requests_from_limits(container)
+
+
+def pod(obj: Obj, priority: int, preemption_policy: str) -> None:
+    """A created pod: `pod_scheme` plus what the Priority and DefaultTolerationSeconds
+    admission plugins add; the status starts over as the real server resets it on create."""
+    pod_scheme(obj)
+    spec = obj["spec"]
     spec["priority"] = priority
     spec.setdefault("preemptionPolicy", preemption_policy)
     tolerations = spec.setdefault("tolerations", [])
@@ -120,8 +132,8 @@ def pod_template(template: Any) -> None:
         pod_spec(template["spec"])
 
 
-def job(obj: Obj) -> None:
-    """`SetDefaults_Job` (the selector is generated later, once the uid is known)."""
+def job_scheme(obj: Obj) -> None:
+    """`SetDefaults_Job`: what every decoded Job gets."""
     spec = obj.setdefault("spec", {})
     if spec.get("completions") is None and spec.get("parallelism") is None:
         spec["completions"] = 1
@@ -151,6 +163,12 @@ def job(obj: Obj) -> None:
     if spec.get("manualSelector") is None:
         spec["manualSelector"] = False
     pod_template(template)
+
+
+def job(obj: Obj) -> None:
+    """A created Job: `job_scheme` and a status started over (the selector is generated
+    later, once the uid is known)."""
+    job_scheme(obj)
     obj["status"] = {}
 
 
@@ -220,15 +238,6 @@ def jobset(obj: Obj) -> None:
             if isinstance(retention, dict):
                 retention.setdefault("whenDeleted", "Delete")
     for replicated in spec.get("replicatedJobs") or ():
-        if not isinstance(replicated, dict):
-            continue
-        job_template = replicated.get("template")
-        if not isinstance(job_template, dict):
-            continue
-        job_spec = job_template.setdefault("spec", {})
-        if isinstance(job_spec, dict):
-            job_spec.setdefault("completionMode", "Indexed")
-            pod_tpl = job_spec.get("template")
-            if isinstance(pod_tpl, dict) and isinstance(pod_tpl.get("spec"), dict):
-                pod_tpl["spec"].setdefault("restartPolicy", "OnFailure")
+        if isinstance(replicated, dict) and isinstance(replicated.get("template"), dict):
+            replicated["template"] = webhook_job_template(replicated["template"])
     obj.pop("status", None)

@@ -1,13 +1,14 @@
 """Discovery documents: legacy (`/api`, `/apis`, per group-version resource lists), the
-aggregated `apidiscovery.k8s.io/v2` form kubectl asks for first, `/version` and minimal
-OpenAPI documents (kubectl fetches them for apply and explain; no schema is served, so
-clients fall back to their built-in knowledge of the kinds)."""
+aggregated `apidiscovery.k8s.io/v2` form kubectl asks for first, `/version` and the OpenAPI
+documents (kubectl fetches them for apply and explain): each group-version's PATCH operations
+and its kinds' schemas (`openapi`)."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any, Final
 
+from daemon.sim import openapi
 from daemon.sim.resources import ALL_VERBS, GROUP_VERSIONS, RESOURCES, Resource, resources_in
 
 AGGREGATED: Final = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -191,8 +192,8 @@ def _gv_path(r: Resource) -> str:
 
 def openapi_v3_group(path: str) -> dict[str, Any] | None:
     """A group-version document that declares, for each kind, the PATCH operation with the
-    `fieldValidation` parameter: kubectl checks for it to choose server-side validation over
-    downloading full schemas."""
+    `fieldValidation` parameter (kubectl checks for it to choose server-side validation) and
+    the kind's schema."""
     served = [r for r in RESOURCES if _gv_path(r) == path]
     if not served:
         return None
@@ -216,5 +217,5 @@ def openapi_v3_group(path: str) -> dict[str, Any] | None:
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": openapi.schemas(served)},
     }

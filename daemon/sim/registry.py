@@ -9,7 +9,7 @@ with later versions, so a caller never changes it afterwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from daemon.sim import jobset_validation, shapes, strategy
@@ -26,7 +26,7 @@ from daemon.sim.errors import (
 )
 from daemon.sim.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from daemon.sim.resources import NAMESPACES, PODS, Resource, lookup
-from daemon.sim.store import Obj, Store, Stored, parse_rfc3339, rfc3339
+from daemon.sim.store import Obj, Store, Stored, encode, parse_rfc3339, rfc3339
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_PATCH: Final = "application/strategic-merge-patch+json"
@@ -54,6 +54,51 @@ _MALFORMED: Final = (AttributeError, TypeError, KeyError, ValueError)
 
 def _malformed(resource: Resource, exc: Exception) -> ApiError:
     return bad_request(f"malformed {resource.kind}: {type(exc).__name__}: {exc}")
+
+
+FIELD_VALIDATIONS: Final = ("Ignore", "Strict", "Warn")
+
+
+@dataclass(slots=True)
+class FieldValidation:
+    """What a write asked (`fieldValidation`) for the fields its kind does not declare. They
+    are dropped in every mode: Strict refuses the write, Warn answers a warning per field."""
+
+    mode: str = "Warn"
+    warnings: list[str] = field(default_factory=list)
+
+    def unknown(self, resource: Resource, paths: list[str], patched: str | None = None) -> None:
+        """Act on the unknown fields a decode found; `patched` is what the real server quotes
+        when a patch brought them."""
+        if not paths or self.mode == "Ignore":
+            return
+        if self.mode == "Warn":
+            self.warnings += [f'unknown field "{path}"' for path in paths]
+            return
+        text = "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in paths)
+        if patched is None:
+            kind, version = resource.kind, resource.version
+            raise bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {kind}: {text}'
+            )
+        cause = f"Invalid value: {encode(patched).decode()}: {text}"
+        raise ApiError(
+            422,
+            "Invalid",
+            f' "" is invalid: patch: {cause}',
+            {"causes": [{"reason": "FieldValueInvalid", "message": cause, "field": "patch"}]},
+        )
+
+
+def go_map(value: Any) -> str:
+    """A decoded JSON value as Go's `%v` prints it (how a strategic merge patch is quoted)."""
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{go_map(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(go_map(item) for item in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "<nil>" if value is None else str(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +138,9 @@ class Registry:
             raise not_found(resource.plural, resource.group, name)
         return stored
 
-    def _check_type(self, resource: Resource, obj: Obj) -> None:
+    def _check_type(
+        self, resource: Resource, obj: Obj, fields: FieldValidation | None = None
+    ) -> None:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version not in (None, "", resource.api_version):
             raise bad_request(
@@ -106,7 +153,10 @@ class Registry:
             )
         obj["apiVersion"] = resource.api_version
         obj["kind"] = resource.kind
-        shapes.check(resource.kind, resource.version, obj)
+        shapes.check(resource.kind, resource.version, obj, resource.group)
+        unknown = shapes.prune(resource.kind, obj, resource.group)
+        if fields is not None:
+            fields.unknown(resource, unknown)
         # null means unset: drop it so that nothing stores `"status": null` and the like.
         for part in (obj, obj["metadata"]):
             for key in [k for k, v in part.items() if v is None]:
@@ -144,10 +194,16 @@ class Registry:
     # -- create ---------------------------------------------------------------------------
 
     def create(
-        self, resource: Resource, namespace: str, obj: Any, *, dry_run: bool = False
+        self,
+        resource: Resource,
+        namespace: str,
+        obj: Any,
+        *,
+        dry_run: bool = False,
+        fields: FieldValidation | None = None,
     ) -> Stored:
         meta = _meta(obj)
-        self._check_type(resource, obj)
+        self._check_type(resource, obj, fields)
         if resource.namespaced:
             body_ns = meta.get("namespace")
             if body_ns and body_ns != namespace:
@@ -222,9 +278,10 @@ class Registry:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        fields: FieldValidation | None = None,
     ) -> Stored:
         meta = _meta(obj)
-        self._check_type(resource, obj)
+        self._check_type(resource, obj, fields)
         old = self.get(resource, namespace, name)
         old_meta = old.obj["metadata"]
         if meta.get("name") not in (None, "", name):
@@ -294,7 +351,7 @@ class Registry:
         name = meta["name"]
         if self.store.get(resource, meta.get("namespace", ""), name) is not old:
             raise conflict(resource.plural, resource.group, name, STALE)
-        shapes.check_status(resource.kind, resource.version, status)
+        shapes.check_status(resource.kind, resource.version, status, resource.group)
         # put() stamps the resourceVersion into the metadata: the new version gets its own.
         new = {**old.obj, "metadata": {**meta}, "status": status}
         errors = strategy.validate_status_update(resource, old.obj, new)
@@ -328,6 +385,7 @@ class Registry:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        fields: FieldValidation | None = None,
     ) -> Stored:
         old = self.get(resource, namespace, name)
         current = old.copy()
@@ -351,6 +409,17 @@ class Registry:
             raise ApiError(422, "Invalid", str(exc), {}) from None
         if not isinstance(patched, dict):
             raise bad_request("the patched object is not a JSON object")
+        if fields is not None:
+            # The real server decodes the patch result strictly; refusing it, it quotes what
+            # it decoded: the patch itself for a strategic merge patch, the patched object
+            # (unknown fields and all) otherwise.
+            quoted = ""
+            if fields.mode == "Strict":
+                quoted = (
+                    go_map(body) if content_type == STRATEGIC_PATCH else encode(patched).decode()
+                )
+            unknown = sorted(shapes.prune(resource.kind, patched, resource.group))
+            fields.unknown(resource, unknown, quoted)
         meta = patched.get("metadata")
         if isinstance(meta, dict) and not meta.get("resourceVersion"):
             # A patch that drops the version is not a precondition; keep the current one.

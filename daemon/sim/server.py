@@ -21,19 +21,28 @@ from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
+from multidict import CIMultiDict
 
-from daemon.sim import discovery
+from daemon.sim import discovery, tables
 from daemon.sim.errors import (
     ApiError,
     bad_request,
     expired,
     internal_error,
+    invalid_object,
     method_not_allowed,
+    not_supported,
     page_not_found,
     unsupported_media_type,
 )
 from daemon.sim.faults import Faults
-from daemon.sim.registry import APPLY_PATCH, Registry, delete_options
+from daemon.sim.registry import (
+    APPLY_PATCH,
+    FIELD_VALIDATIONS,
+    FieldValidation,
+    Registry,
+    delete_options,
+)
 from daemon.sim.resources import Resource, lookup
 from daemon.sim.selectors import combine, field_selector, label_selector
 from daemon.sim.store import Expired, Store, decode, encode
@@ -70,6 +79,24 @@ def _status_response(error: ApiError) -> web.Response:
 
 def _json(body: bytes, status: int = 200, content_type: str = JSON) -> web.Response:
     return web.Response(body=body, status=status, headers={"Content-Type": content_type})
+
+
+def _written(body: bytes, fields: FieldValidation, status: int = 200) -> web.Response:
+    """A write's answer, with a `Warning` header per unknown field it dropped."""
+    headers = CIMultiDict([("Content-Type", JSON)])
+    for warning in fields.warnings:
+        headers.add("Warning", f"299 - {encode(warning).decode()}")
+    return web.Response(body=body, status=status, headers=headers)
+
+
+def _field_validation(request: web.BaseRequest, options: str) -> FieldValidation:
+    """`fieldValidation` of a create, update or patch (`options`: the kind of its options)."""
+    value = request.query.get("fieldValidation", "")
+    if value and value not in FIELD_VALIDATIONS:
+        supported = ("", *FIELD_VALIDATIONS)
+        error = not_supported("fieldValidation", value, supported)
+        raise invalid_object(options, "meta.k8s.io", "", [error])
+    return FieldValidation(value or "Warn")
 
 
 def _success(details: dict[str, Any], code: int = 200) -> web.Response:
@@ -337,8 +364,13 @@ class ApiServer:
             if _is_true(request.query.get("watch")):
                 raise method_not_allowed()
             stored = self.registry.get(route.resource, route.namespace, route.name)
+            version = tables.table_version(request.headers.get("Accept", ""))
+            if version is not None:
+                meta = {"resourceVersion": stored.obj["metadata"]["resourceVersion"]}
+                return self._table(request, route, [stored.obj], meta, version)
             return _json(stored.data)
         if method == "PUT":
+            fields = _field_validation(request, "UpdateOptions")
             body = await self._body(request)
             stored = self.registry.update(
                 route.resource,
@@ -347,8 +379,9 @@ class ApiServer:
                 body,
                 subresource=route.subresource,
                 dry_run=_dry_run(request),
+                fields=fields,
             )
-            return _json(stored.data or encode(stored.obj))
+            return _written(stored.data or encode(stored.obj), fields)
         if method == "PATCH":
             return await self._patch(request, route)
         if method == "DELETE" and not route.subresource:
@@ -408,11 +441,29 @@ class ApiServer:
         metadata: dict[str, Any] = {"resourceVersion": str(at_rv)}
         if last is not None:
             metadata["continue"] = encode_continue(at_rv, last)
+        version = tables.table_version(request.headers.get("Accept", ""))
+        if version is not None:
+            return self._table(request, route, [decode(item) for item in items], metadata, version)
         head = encode(
             {"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": metadata}
         )
         body = head[:-1] + b',"items":[' + b",".join(items) + b"]}"
         return _json(body)
+
+    def _table(
+        self,
+        request: web.BaseRequest,
+        route: Route,
+        objects: list[dict[str, Any]],
+        metadata: dict[str, Any],
+        version: str,
+    ) -> web.Response:
+        include = tables.include_object(request.query)
+        now = self.store.clock()
+        table = tables.table(
+            route.resource, objects, metadata, now=now, include=include, version=version
+        )
+        return _json(encode(table))
 
     async def _watch(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
         query = request.query
@@ -442,13 +493,15 @@ class ApiServer:
         return await serve_watch(request, self.store, self.faults, spec, self.bookmark_seconds)
 
     async def _create(self, request: web.BaseRequest, route: Route) -> web.Response:
+        fields = _field_validation(request, "CreateOptions")
         body = await self._body(request)
         stored = self.registry.create(
-            route.resource, route.namespace, body, dry_run=_dry_run(request)
+            route.resource, route.namespace, body, dry_run=_dry_run(request), fields=fields
         )
-        return _json(stored.data or encode(stored.obj), 201)
+        return _written(stored.data or encode(stored.obj), fields, 201)
 
     async def _patch(self, request: web.BaseRequest, route: Route) -> web.Response:
+        fields = _field_validation(request, "PatchOptions")
         content_type = request.content_type
         if content_type == APPLY_PATCH:
             raise unsupported_media_type(
@@ -474,8 +527,9 @@ class ApiServer:
             body,
             subresource=route.subresource,
             dry_run=_dry_run(request),
+            fields=fields,
         )
-        return _json(stored.data or encode(stored.obj))
+        return _written(stored.data or encode(stored.obj), fields)
 
     async def _delete(self, request: web.BaseRequest, route: Route) -> web.Response:
         body = await self._body(request)

@@ -66,8 +66,13 @@ def _spec_part(resource: Resource, obj: Obj) -> Any:
 
 
 def prepare_update(resource: Resource, old: Obj, new: Obj) -> None:
-    """An update of the object itself: status is kept when it has its own subresource."""
-    if resource.kind == "JobSet":
+    """An update of the object itself (a patch's result too): the scheme's defaults again,
+    and status is kept when it has its own subresource."""
+    if resource.kind == "Pod":
+        defaults.pod_scheme(new)
+    elif resource.kind == "Job":
+        defaults.job_scheme(new)
+    elif resource.kind == "JobSet":
         defaults.jobset_schema(new)
     if resource.has_status:
         if "status" in old:

@@ -131,3 +131,36 @@ def test_plain_get_prints_names(cluster: tuple[BackgroundSim, SimCluster], tmp_p
     out = kubectl(sim, tmp_path, "get", "nodes")
     assert "b0-r0-h0" in out
     assert "b0-r0-h1" in out
+
+
+def test_get_prints_the_servers_table(
+    cluster: tuple[BackgroundSim, SimCluster], tmp_path: Path
+) -> None:
+    _, sim = cluster
+    # kubectl prints the columns the server's Table defines (priority 1 ones with -o wide).
+    header, *rows = kubectl(sim, tmp_path, "get", "nodes", "-o", "wide").splitlines()
+    wide = ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE"]
+    assert header.split()[: len(wide)] == wide
+    assert len(rows) == 2
+    assert rows[0].split()[1] == "Ready"
+    header = kubectl(sim, tmp_path, "get", "nodes").splitlines()[0]
+    assert header.split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+
+
+@pytest.mark.parametrize(
+    ("field", "listed"),
+    [
+        ("pods.spec.containers", "imagePullPolicy"),
+        ("jobs.spec", "podReplacementPolicy"),
+        ("nodes.status", "allocatable"),
+        ("jobsets.spec.replicatedJobs", "replicas"),
+        ("podgroups.spec", "schedulingPolicy"),
+    ],
+)
+def test_explain_walks_the_served_schemas(
+    cluster: tuple[BackgroundSim, SimCluster], tmp_path: Path, field: str, listed: str
+) -> None:
+    _, sim = cluster
+    out = kubectl(sim, tmp_path, "explain", field)
+    assert f"FIELD: {field.rsplit('.', 1)[-1]}" in out
+    assert f"  {listed}\t<" in out
