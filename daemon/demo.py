@@ -57,7 +57,10 @@ def _job(
                         {
                             "name": "main",
                             "image": "trainer:latest",
-                            "resources": {"requests": {"cpu": "4", "nvidia.com/gpu": str(gpus)}},
+                            "resources": {
+                                "requests": {"cpu": "4", "nvidia.com/gpu": str(gpus)},
+                                "limits": {"nvidia.com/gpu": str(gpus)},
+                            },
                         }
                     ],
                 },
@@ -147,7 +150,10 @@ def _gang_objects() -> tuple[Any, Any, list[Any]]:
                     {
                         "name": "main",
                         "image": "trainer:latest",
-                        "resources": {"requests": {"nvidia.com/gpu": "1"}},
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": "1"},
+                            "limits": {"nvidia.com/gpu": "1"},
+                        },
                     }
                 ],
             },
@@ -281,7 +287,13 @@ async def _play(sim: SimCluster) -> None:
                         "spec": {
                             "nodeSelector": {"cloud.provider.com/topology-rack": "b1-r1"},
                             "containers": [
-                                {"name": "main", "resources": {"requests": {"nvidia.com/gpu": "2"}}}
+                                {
+                                    "name": "main",
+                                    "resources": {
+                                        "requests": {"nvidia.com/gpu": "2"},
+                                        "limits": {"nvidia.com/gpu": "2"},
+                                    },
+                                }
                             ],
                         }
                     },

@@ -208,6 +208,12 @@ def _quantity_units(name: str, value: Any) -> float | None:
         return None
 
 
+def _extended(name: str) -> bool:
+    """A resource name outside the kubernetes.io domain (the native ones have no domain)."""
+    domain = name.split("/", 1)[0] if "/" in name else ""
+    return bool(domain) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
 def _resources(resources: Any, path: str) -> list[FieldError]:
     if resources is None:
         return []
@@ -229,6 +235,22 @@ def _resources(resources: Any, path: str) -> list[FieldError]:
                 parsed[part][name] = units
     for name, request in parsed.get("requests", {}).items():
         limit = parsed.get("limits", {}).get(name)
+        if _extended(name):
+            # An extended resource (nvidia.com/gpu) is never overcommitted: the real server
+            # wants its limit, equal to the request.
+            if limit is None:
+                errors.append(
+                    required(f"{path}.limits", "Limit must be set for non overcommitable resources")
+                )
+            elif request != limit:
+                errors.append(
+                    invalid(
+                        f"{path}.requests[{name}]",
+                        resources["requests"][name],
+                        f"must be equal to {name} limit of {resources['limits'][name]}",
+                    )
+                )
+            continue
         if limit is not None and request > limit:
             value = resources["requests"][name]
             errors.append(

@@ -56,7 +56,10 @@ def gpu_job(name: str, *, gpus: int, run: str, exit_code: int = 0, **spec: Any) 
                         {
                             "name": "main",
                             "image": "trainer",
-                            "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)}},
+                            "resources": {
+                                "requests": {"cpu": "1", "nvidia.com/gpu": str(gpus)},
+                                "limits": {"nvidia.com/gpu": str(gpus)},
+                            },
                         }
                     ],
                 },
