@@ -13,7 +13,7 @@ from kubernetes_asyncio import client
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import NODES, PODS, by_kind
 from events.intents import Bind
-from events.schema import Decided, Outcome
+from events.schema import Decided, Observed, Outcome
 from tests.backends import on_cluster
 from tests.processes import (
     assert_reproduced,
@@ -95,14 +95,21 @@ POD_GROUP: dict[str, Any] = {
 }
 
 
+def template_ref(version: str, workload: str, template: str) -> dict[str, Any]:
+    """The PodGroup spec field naming its Workload template: `workloadRef` in v1beta1 (1.37),
+    `podGroupTemplateRef` in v1alpha2 (1.36)."""
+    if version == "v1alpha2":
+        ref = {"workloadName": workload, "podGroupTemplateName": template}
+        return {"podGroupTemplateRef": {"workload": ref}}
+    return {"workloadRef": {"workloadName": workload, "templateName": template}}
+
+
 def gang_objects(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """WORKLOAD and POD_GROUP at a scheduling.k8s.io version: v1beta1 (1.37) names the
-    template through `workloadRef`."""
+    """WORKLOAD and POD_GROUP at a scheduling.k8s.io version."""
     workload = {**WORKLOAD, "apiVersion": f"scheduling.k8s.io/{version}"}
     group = {**POD_GROUP, "apiVersion": f"scheduling.k8s.io/{version}"}
-    if version != "v1alpha2":
-        spec = {k: v for k, v in POD_GROUP["spec"].items() if k != "podGroupTemplateRef"}
-        group["spec"] = {**spec, "workloadRef": {"workloadName": "train", "templateName": "main"}}
+    spec = {k: v for k, v in POD_GROUP["spec"].items() if k != "podGroupTemplateRef"}
+    group["spec"] = {**spec, **template_ref(version, "train", "main")}
     return workload, group
 
 
@@ -224,3 +231,92 @@ async def test_requests_cut_without_an_answer_still_bind_the_gang_whole_into_one
     ]
     assert sorted(binds) == names
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+def leader_workers(version: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A Workload of a 1-pod leader group and a 3-pod worker group, both inside one rack, and
+    its two PodGroups, at a scheduling.k8s.io version."""
+    templates = [
+        {
+            "name": name,
+            "schedulingPolicy": {"gang": {"minCount": count}},
+            "schedulingConstraints": {"topology": [{"key": RACK}]},
+        }
+        for name, count in (("leader", 1), ("workers", 3))
+    ]
+    workload = {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "Workload",
+        "metadata": {"name": "serve"},
+        "spec": {"podGroupTemplates": templates},
+    }
+    groups = []
+    for template in templates:
+        name = str(template["name"])
+        spec: dict[str, Any] = {
+            "schedulingPolicy": template["schedulingPolicy"],
+            "schedulingConstraints": template["schedulingConstraints"],
+            **template_ref(version, "serve", name),
+        }
+        groups.append(
+            {
+                "apiVersion": workload["apiVersion"],
+                "kind": "PodGroup",
+                "metadata": {"name": f"serve-{name}"},
+                "spec": spec,
+            }
+        )
+    return workload, groups
+
+
+async def test_the_leader_group_is_bound_first_and_workers_join_its_rack(
+    tmp_path: Path, backend: str
+) -> None:
+    async with (
+        on_cluster(backend, tmp_path, topology=TOPOLOGY) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
+    ):
+        ns = cluster.namespace
+        core = client.CoreV1Api(api)
+        custom = client.CustomObjectsApi(api)
+        version = cluster.scheduling_version
+        workload, groups = leader_workers(version)
+        await custom.create_namespaced_custom_object(
+            "scheduling.k8s.io", version, ns, "workloads", workload
+        )
+        for group in groups:
+            await custom.create_namespaced_custom_object(
+                "scheduling.k8s.io", version, ns, "podgroups", group
+            )
+        # Workers first: they must still wait for their leader.
+        names = ["serve-workers-0", "serve-workers-1", "serve-workers-2", "serve-leader-0"]
+        for name in names:
+            await core.create_namespaced_pod(ns, member(name, name.rsplit("-", 1)[0]))
+
+        async def all_running() -> list[Any] | None:
+            pods = [await core.read_namespaced_pod(name, ns) for name in names]
+            return pods if all(p.status.phase == "Running" for p in pods) else None
+
+        pods = await eventually(all_running, within=60, what="leader and workers running")
+        racks = set()
+        for pod in pods:
+            node = await core.read_node(pod.spec.node_name)
+            racks.add(node.metadata.labels[RACK])
+        assert len(racks) == 1, racks
+    events = await logged_events(tmp_path / "kbatchd.db")
+    binds = [
+        (seq, i.name)
+        for seq, e in events
+        if isinstance(e, Decided)
+        for i in e.intents
+        if isinstance(i, Bind)
+    ]
+    assert binds[0][1] == "serve-leader-0"
+    assert sorted(name for _, name in binds[1:]) == names[:3]
+    leader_running = next(
+        seq
+        for seq, e in events
+        if isinstance(e, Observed) and e.name == "serve-leader-0" and e.obj.phase == "Running"
+    )
+    assert all(seq > leader_running for seq, _ in binds[1:]), "workers bound before the leader ran"
