@@ -340,7 +340,7 @@ def webhook_job_template(template: dict[str, Any]) -> dict[str, Any]:
     create: an Indexed Job, pods restarted OnFailure. A cluster that serves the JobSet CRDs
     without that webhook stores the template as written, and child Jobs must still be what
     the webhook would have made of it. The template itself when nothing is missing."""
-    spec = template.get("spec")
+    spec = template.get("spec", {})
     if not isinstance(spec, dict):
         return template
     pod = spec.get("template")
