@@ -385,3 +385,95 @@ async def test_exclusive_placement_puts_one_job_per_rack(tmp_path: Path, backend
         (owner,) = service.metadata.owner_references
         assert (owner.kind, owner.name, owner.controller) == ("JobSet", "excl", True)
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+def claim_template(name: str, *, scratch: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if scratch:
+        meta["annotations"] = {"kbatchd.dev/scratch": "true"}
+    return {
+        "metadata": meta,
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def volume(claim: str, namespace: str) -> dict[str, Any]:
+    """A PersistentVolume waiting for one claim: the real scheduler places no pod whose claim
+    is unbound, and the test cluster has no provisioner."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{namespace}-{claim}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": f"/tmp/{namespace}-{claim}"},
+            "claimRef": {"namespace": namespace, "name": claim},
+        },
+    }
+
+
+async def test_volume_claims_are_shared_and_deleted_or_retained_as_their_policy_says(
+    tmp_path: Path, backend: str
+) -> None:
+    """Three claim templates: a scratch claim goes when the JobSet finishes, a Delete one with
+    the JobSet object, a Retain one outlives it."""
+    mounts = [{"name": n, "mountPath": f"/{n}"} for n in ("scratch", "data", "keep")]
+    containers = [{"name": "main", "image": "busybox", "volumeMounts": mounts}]
+    body = jobset(
+        "vols",
+        [replicated("w", 2, 1, annotations={RUN: "1"}, containers=containers)],
+        volumeClaimPolicies=[
+            {"templates": [claim_template("scratch", scratch=True), claim_template("data")]},
+            {"templates": [claim_template("keep")], "retentionPolicy": {"whenDeleted": "Retain"}},
+        ],
+    )
+    async with (
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
+    ):
+        ns = cluster.namespace
+        core = client.CoreV1Api(api)
+        if cluster.real:
+            for claim in ("scratch-vols", "data-vols", "keep-vols"):
+                await core.create_persistent_volume(volume(claim, ns))
+        await create(api, body, ns)
+
+        async def claims_are(*expected: str) -> bool:
+            found = await core.list_namespaced_persistent_volume_claim(ns)
+            names = {c.metadata.name for c in found.items if c.metadata.deletion_timestamp is None}
+            return names == set(expected)
+
+        await eventually(
+            lambda: claims_are("scratch-vols", "data-vols", "keep-vols"), what="the three claims"
+        )
+        pods = await pods_of(api, "vols", ns)
+        for pod in pods:
+            volumes = {v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes}
+            assert {k: volumes[k] for k in ("scratch", "data", "keep")} == {
+                "scratch": "scratch-vols",
+                "data": "data-vols",
+                "keep": "keep-vols",
+            }
+
+        async def completed() -> bool:
+            status = (await read(api, "vols", ns)).get("status") or {}
+            return status.get("terminalState") == "Completed"
+
+        await eventually(completed, within=90, what="JobSet vols Completed")
+        await eventually(
+            lambda: claims_are("data-vols", "keep-vols"), what="the scratch claim deleted"
+        )
+        custom = client.CustomObjectsApi(api)
+        await custom.delete_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, "vols", propagation_policy="Foreground"
+        )
+        await eventually(lambda: claims_are("keep-vols"), within=60, what="only the retained claim")
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
