@@ -320,3 +320,73 @@ async def test_the_leader_group_is_bound_first_and_workers_join_its_rack(
         if isinstance(e, Observed) and e.name == "serve-leader-0" and e.obj.phase == "Running"
     )
     assert all(seq > leader_running for seq, _ in binds[1:]), "workers bound before the leader ran"
+
+
+RATIO = "prefill=1,decode=3"
+
+
+async def test_role_ratio_units_are_admitted_whole_and_each_shares_a_rack(
+    tmp_path: Path, backend: str
+) -> None:
+    """prefill:decode = 1:3 with 2 prefill and 7 decode pods: two whole units, each unit's
+    pods in one rack; the seventh decode pod makes no unit and waits."""
+    async with (
+        on_cluster(backend, tmp_path, topology=TOPOLOGY) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
+    ):
+        ns, version = cluster.namespace, cluster.scheduling_version
+        cluster_version = f"scheduling.k8s.io/{version}"
+        core = client.CoreV1Api(api)
+        custom = client.CustomObjectsApi(api)
+        templates = [
+            {"name": role, "schedulingPolicy": {"gang": {"minCount": count}}}
+            for role, count in (("prefill", 1), ("decode", 3))
+        ]
+        workload = {
+            "apiVersion": cluster_version,
+            "kind": "Workload",
+            "metadata": {
+                "name": "llm",
+                "annotations": {"kbatchd.dev/role-ratio": "prefill=1,decode=3"},
+            },
+            "spec": {"podGroupTemplates": templates},
+        }
+        await custom.create_namespaced_custom_object(
+            "scheduling.k8s.io", version, ns, "workloads", workload
+        )
+        for template in templates:
+            role = str(template["name"])
+            group = {
+                "apiVersion": cluster_version,
+                "kind": "PodGroup",
+                "metadata": {"name": f"llm-{role}"},
+                "spec": {
+                    "schedulingPolicy": template["schedulingPolicy"],
+                    **template_ref(version, "llm", role),
+                },
+            }
+            await custom.create_namespaced_custom_object(
+                "scheduling.k8s.io", version, ns, "podgroups", group
+            )
+        names = [f"llm-prefill-{i}" for i in range(2)] + [f"llm-decode-{i}" for i in range(7)]
+        for name in names:
+            await core.create_namespaced_pod(ns, member(name, name.rsplit("-", 1)[0]))
+
+        async def bound() -> dict[str, str] | None:
+            pods = [await core.read_namespaced_pod(name, ns) for name in names]
+            nodes = {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+            return nodes if len(nodes) == 8 else None
+
+        nodes = await eventually(bound, within=60, what="two whole units bound")
+        racks: dict[str, dict[str, int]] = {}
+        for name, node_name in nodes.items():
+            node = await core.read_node(node_name)
+            role = name.split("-")[1]
+            counts = racks.setdefault(node.metadata.labels[RACK], {"prefill": 0, "decode": 0})
+            counts[role] += 1
+        # Whole units only, and a unit never spans racks: every rack holds 3 decoders a prefill.
+        assert all(c["decode"] == 3 * c["prefill"] for c in racks.values()), racks
+        left = [n for n in names if n not in nodes]
+        assert len(left) == 1, left
+        assert left[0].startswith("llm-decode-"), left
