@@ -41,7 +41,7 @@ from daemon.config import Settings, kubeconfig_path
 from daemon.kube.actuator import RETRIABLE, Actuator
 from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
-from daemon.kube.discovery import missing_message, served_resources
+from daemon.kube.discovery import listable, missing_message, served_resources
 from daemon.kube.ingest import INGEST_ERRORS, Backoff, Informer, error_code, now_ms
 from daemon.kube.resources import CANDIDATES, Resource
 from daemon.leader import Elector, default_identity
@@ -335,10 +335,10 @@ class Daemon:
 
     async def _cluster_sources(self, cluster: str, api: KubeApi) -> None:
         """An informer for each kind the cluster serves, at the newest version it serves,
-        found by discovery and asked again every `discovery_seconds`. A kind not served lists
-        as empty (so the cluster syncs, and whatever the log held of it is gone); the
-        controllers of that kind idle there, with one warning naming what to install. A kind
-        that appears later gets its informer then, without a restart."""
+        found by discovery and asked again every `discovery_seconds`. A kind not served when
+        first asked lists as empty (so the cluster syncs, and whatever the log held of it is
+        gone); the controllers of that kind idle there, with one warning naming what to
+        install. A kind that appears later gets its informer then, without a restart."""
         informers: dict[str, tuple[Informer, anyio.CancelScope | None]] = {}
         backoff = Backoff(first=1.0, cap=30.0)
         last: dict[str, Resource] = {}
@@ -380,9 +380,17 @@ class Daemon:
         kind: str,
         resource: Resource | None,
     ) -> None:
-        """Keep one kind's informer in step with what discovery says is served."""
+        """Keep one kind's informer in step with what discovery says is served. A kind being
+        watched is never given up on one discovery read: an API server that is starting
+        serves some groups before others (custom resources last), and taking that for the
+        kind's removal would delete every object of it from the state. Its informer goes on
+        (a kind really removed answers its watch 404, logged with back-off); only a newer
+        version replaces it."""
         current = informers.get(kind)
-        if current is not None and (current[0].resource if current[1] else None) == resource:
+        watching = current is not None and current[1] is not None
+        if resource is None and watching:
+            return
+        if current is not None and (current[0].resource if watching else None) == resource:
             return
         if current is not None and current[1] is not None:
             current[1].cancel()
@@ -394,6 +402,10 @@ class Daemon:
             for key, obj in self.state.table(kind).items():
                 if key.startswith(prefix):
                     known[key[len(prefix) :]] = obj  # type: ignore[assignment]
+        if resource is None and known:
+            # Discovery says the kind is gone but the log holds some of it: only its own list
+            # can tell a kind removed from one an API server has not registered yet.
+            resource = await listable(api, CANDIDATES[kind])
         daemon = self.settings.daemon
         informer = Informer(
             api,

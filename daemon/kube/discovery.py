@@ -9,6 +9,7 @@ from typing import Final
 import msgspec
 
 from daemon.kube.api import KubeApi, Response, WatchHttpError
+from daemon.kube.ingest import INGEST_ERRORS
 from daemon.kube.resources import CANDIDATES, Resource
 
 
@@ -87,3 +88,18 @@ async def served_resources(api: KubeApi) -> dict[str, Resource]:
 def missing_message(kind: str, candidates: tuple[Resource, ...]) -> str:
     versions = " or ".join(r.api_version for r in candidates)
     return f"{kind} is not served ({versions}): {MISSING_HINTS.get(kind, 'not served')}"
+
+
+async def listable(api: KubeApi, candidates: tuple[Resource, ...]) -> Resource | None:
+    """The first of `candidates` whose collection answers a list; None when every one is
+    answered 404 (not served). Any other failure answers the newest: its informer retries."""
+    for resource in candidates:
+        try:
+            response = await api.request("GET", resource.collection(), query={"limit": 1})
+        except INGEST_ERRORS:
+            return candidates[0]
+        if response.ok:
+            return resource
+        if response.status != 404:
+            return candidates[0]
+    return None

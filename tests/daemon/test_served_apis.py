@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 from kubernetes_asyncio import client
 
+from daemon.config import Cluster as ClusterSettings
+from daemon.config import Settings
+from daemon.kube.resources import CANDIDATES
+from daemon.supervisor import Daemon
 from tests.backends import REAL, SIM, on_cluster, real_params
 from tests.daemon.test_jobs import job_body
 from tests.daemon.test_jobsets import GROUP, PLURAL, RUN, VERSION, jobset, replicated
@@ -123,3 +128,39 @@ async def test_crds_installed_later_are_watched_without_a_restart(
                 return any(c["type"] == "Completed" and c["status"] == "True" for c in conditions)
 
             await eventually(done, within=60, what="the JobSet created later Completed")
+
+
+class _Silent:
+    """A cluster that never answers: an informer started on it waits for ever."""
+
+    cluster = "c"
+
+    async def request(self, *_: Any, **__: Any) -> Any:
+        await anyio.sleep_forever()
+
+
+@pytest.mark.parametrize("known", [False, True])
+async def test_a_watched_kind_missing_from_one_discovery_read_keeps_its_informer(
+    known: bool,
+) -> None:
+    """An API server that is starting serves custom resources last: one discovery read
+    without them must not end their watch (nor, with objects in the state, delete them)."""
+    daemon = Daemon(Settings(clusters=[ClusterSettings(name="c")]), [])
+    informers: dict[str, Any] = {}
+    jobset = CANDIDATES["JobSet"][0]
+    with anyio.fail_after(5):
+        await _follow_twice(daemon, informers, jobset, known)
+
+
+async def _follow_twice(
+    daemon: Daemon, informers: dict[str, Any], jobset: Any, known: bool
+) -> None:
+    async with anyio.create_task_group() as tg:
+        await daemon._follow(tg, "c", _Silent(), informers, "JobSet", jobset)  # type: ignore[arg-type]
+        informer, scope = informers["JobSet"]
+        if known:
+            informer.known["ns/js"] = object()
+        await daemon._follow(tg, "c", _Silent(), informers, "JobSet", None)  # type: ignore[arg-type]
+        assert informers["JobSet"] == (informer, scope)
+        assert not scope.cancel_called
+        tg.cancel_scope.cancel()

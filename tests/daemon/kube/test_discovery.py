@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from daemon.kube.api import Response, WatchHttpError
-from daemon.kube.discovery import missing_message, served_resources
+from daemon.kube.discovery import listable, missing_message, served_resources
 from daemon.kube.resources import CANDIDATES
 
 pytestmark = pytest.mark.anyio
@@ -27,19 +27,27 @@ JOBSET = {"jobset.x-k8s.io/v1alpha2": ["jobsets", "jobsets/status"]}
 
 
 class ScriptedApi:
-    """Answers GET /apis and GET /apis/GROUP/VERSION from a map of group version -> resources."""
+    """Answers GET /apis and GET /apis/GROUP/VERSION from a map of group version -> resources,
+    and a list of a collection it serves (`lists`: its status, default 200 where served)."""
 
     cluster = "c"
 
-    def __init__(self, served: dict[str, list[str]], failing: int = 0) -> None:
+    def __init__(
+        self, served: dict[str, list[str]], failing: int = 0, lists: int | None = None
+    ) -> None:
         self.served = served
         self.failing = failing
+        self.lists = lists
         self.paths: list[str] = []
 
     async def request(self, method: str, path: str, **_: Any) -> Response:
         self.paths.append(path)
         if self.failing:
             return Response(self.failing, b'{"message": "down"}')
+        gv, _, plural = path.removeprefix("/apis/").rpartition("/")
+        if gv.count("/") == 1:
+            status = self.lists or (200 if plural in self.served.get(gv, []) else 404)
+            return Response(status, b'{"items": []}')
         if path == "/apis":
             groups: dict[str, list[dict[str, str]]] = {}
             for gv in self.served:
@@ -145,3 +153,20 @@ def test_a_missing_kind_names_what_to_install(kind: str, names: tuple[str, ...])
     message = missing_message(kind, CANDIDATES[kind])
     for name in names:
         assert name in message
+
+
+@pytest.mark.parametrize(
+    ("served", "lists", "expected"),
+    [
+        pytest.param(SCHEDULING_137, None, "scheduling.k8s.io/v1beta1", id="newest-lists"),
+        pytest.param(SCHEDULING_136, None, "scheduling.k8s.io/v1alpha2", id="older-lists"),
+        pytest.param({}, None, None, id="every-version-404"),
+        pytest.param({}, 503, "scheduling.k8s.io/v1beta1", id="unknown-is-the-newest"),
+    ],
+)
+async def test_a_kind_discovery_lacks_is_absent_only_when_its_list_says_so(
+    served: dict[str, list[str]], lists: int | None, expected: str | None
+) -> None:
+    api = ScriptedApi(served, lists=lists)
+    found = await listable(api, CANDIDATES["PodGroup"])  # type: ignore[arg-type]
+    assert (found.api_version if found else None) == expected
