@@ -23,6 +23,7 @@ from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import PODS
 from events.schema import Observed, Resynced, Started, Tick
+from tests.backends import on_cluster, real_params
 from tests.processes import (
     daemon_config,
     eventually,
@@ -372,3 +373,51 @@ async def test_a_partition_past_the_watch_history_relists_the_difference(tmp_pat
             assert "relisted" in reasons
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
+
+
+@pytest.mark.parametrize("backend", real_params())
+async def test_a_watch_resumed_past_a_restarted_api_servers_cache_relists(
+    tmp_path: Path, backend: str
+) -> None:
+    """The real server's 410: while the daemon is frozen, kube-apiserver restarts (breaking
+    every watch), a pod goes and another arrives, and etcd's history is compacted past them;
+    the daemon's watches resume from before the change, are refused as too old, and the
+    relist's deltas bring the log up to date."""
+    log = tmp_path / "kbatchd.db"
+    async with (
+        on_cluster(backend, tmp_path, fresh=True) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)) as daemon,
+        kube_client(cluster.admin) as api,
+    ):
+        assert cluster.plane is not None
+        ns = cluster.namespace
+        core = client.CoreV1Api(api)
+        for name in ("stays", "goes"):
+            await core.create_namespaced_pod(ns, _unbound_pod(name))
+
+        async def both_logged() -> bool:
+            events = await logged_events(log)
+            return bool(_observed(events, "Pod", "stays") and _observed(events, "Pod", "goes"))
+
+        await eventually(both_logged, what="both pods in the log")
+        daemon.send_signal(signal.SIGSTOP)
+        try:
+            # Restarted first, so that no change reaches the frozen daemon's sockets.
+            await anyio.to_thread.run_sync(cluster.plane.restart_apiserver)
+            await core.delete_namespaced_pod("goes", ns, grace_period_seconds=0)
+            await core.create_namespaced_pod(ns, _unbound_pod("arrived"))
+            await anyio.to_thread.run_sync(cluster.plane.compact_history)
+        finally:
+            daemon.send_signal(signal.SIGCONT)
+
+        async def caught_up() -> list[str]:
+            events = await logged_events(log)
+            deleted = [e for e in _observed(events, "Pod", "goes") if e.change == "DELETED"]
+            relisted = [e for _, e in events if isinstance(e, Resynced)]
+            if deleted and _observed(events, "Pod", "arrived"):
+                return [e.reason for e in relisted]
+            return []
+
+        reasons = await eventually(caught_up, within=90, what="the relist's deltas")
+        assert "relisted" in reasons
+        assert daemon.lines("watch expired, relisting"), "no 410 was met"

@@ -161,6 +161,7 @@ def kubeconfig(path: Path, server: str, ca: Path, user: dict[str, str]) -> Path:
 @dataclass
 class _Process:
     name: str
+    argv: list[str]
     popen: subprocess.Popen[bytes]
     log: Path
 
@@ -177,6 +178,7 @@ class ControlPlane:
     admin_kubeconfig: Path = field(default_factory=Path)
     kbatchd_kubeconfig: Path = field(default_factory=Path)
     _cache: Path = field(default_factory=Path)
+    _etcd: str = ""
     _processes: list[_Process] = field(default_factory=list)
     _files: ExitStack = field(default_factory=ExitStack)
 
@@ -201,12 +203,42 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = self.root / f"{name}.log"
-        out: IO[bytes] = self._files.enter_context(log.open("wb"))
-        popen = subprocess.Popen(
+        self._processes.append(_Process(name, argv, self._popen(argv, log), log))
+
+    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        out: IO[bytes] = self._files.enter_context(log.open("ab"))
+        return subprocess.Popen(
             argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )  # fmt: skip
-        self._processes.append(_Process(name, popen, log))
+
+    def compact_history(self) -> int:
+        """Compact etcd at its current revision, as kube-apiserver does every few minutes: a
+        watch from any older resourceVersion is then answered 410 Gone. The revision."""
+
+        def etcd(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            request = urllib.request.Request(
+                self._etcd + path, data=json.dumps(body).encode(), method="POST"
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                answer: dict[str, Any] = json.loads(response.read())
+                return answer
+
+        key = base64.b64encode(b"/registry").decode()
+        revision = int(etcd("/v3/kv/range", {"key": key, "limit": 1})["header"]["revision"])
+        etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def restart_apiserver(self) -> None:
+        """Kill kube-apiserver (a graceful stop would wait out every open watch) and start it
+        again on the same port: every watch breaks, and
+        the new watch cache begins at the current revision, so a client resuming an older
+        resourceVersion is answered 410 Gone."""
+        (process,) = (p for p in self._processes if p.name == "kube-apiserver")
+        os.killpg(process.popen.pid, signal.SIGKILL)
+        process.popen.wait(timeout=30)
+        process.popen = self._popen(process.argv, process.log)
+        self._wait_ready("/readyz")
 
     def _check_alive(self) -> None:
         for p in self._processes:
@@ -224,6 +256,7 @@ class ControlPlane:
         gates, runtime = gates_and_runtime_config(self.version, self.profile)
         bin_k8s = cache / f"kubernetes-{self.version}"
         etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+        self._etcd = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [
             str(cache / f"etcd-{VERSIONS['ETCD_VERSION']}" / "etcd"),
             "--data-dir", str(self.root / "etcd"),
