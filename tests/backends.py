@@ -28,7 +28,10 @@ from tests.processes import Child, daemon_config, eventually, kube_client, simul
 from tests.realcluster.controlplane import KUBERNETES, ControlPlane, ControlPlaneError, Profile
 
 SIM: Final = "sim"
-REAL: Final = tuple(f"k8s-{v}" for v in KUBERNETES)
+# A cluster of your own instead of the built control planes: an admin kubeconfig (see README).
+OWN_ENV: Final = "KBATCHD_TEST_KUBECONFIG"
+OWN: Final = "own"
+REAL: Final = (OWN,) if os.environ.get(OWN_ENV) else tuple(f"k8s-{v}" for v in KUBERNETES)
 BACKENDS: Final = (SIM, *REAL)
 DEFAULT_TOPOLOGY: Final = "blocks=1,racks=2,hosts=4,gpus=8"
 REQUIRE_ENV: Final = "KBATCHD_REAL_CLUSTER"
@@ -61,7 +64,7 @@ class Cluster:
 
     @property
     def real(self) -> bool:
-        return self.plane is not None
+        return self.backend != SIM
 
     @property
     def name(self) -> str:
@@ -71,6 +74,8 @@ class Cluster:
     @property
     def scheduling_version(self) -> str:
         """The scheduling.k8s.io version Workloads and PodGroups are served at."""
+        if self.backend == OWN:
+            return os.environ.get("KBATCHD_TEST_SCHEDULING_VERSION", "v1beta1")
         return "v1alpha2" if self.backend in (SIM, "k8s-1.36.3") else "v1beta1"
 
     def daemon_config(self, tmp: Path, **options: Any) -> Path:
@@ -157,6 +162,21 @@ async def on_cluster(
         async with simulated_cluster(tmp, topology=topology) as (sim, kubeconfig):
             yield Cluster(SIM, kubeconfig, kubeconfig, "default", sim=sim)
         return
+    if backend == OWN:
+        if profile is not None or fresh:
+            pytest.skip("needs a control plane of its own profile: not with your own cluster")
+        if topology != DEFAULT_TOPOLOGY:
+            pytest.skip(f"needs the nodes of topology {topology}; your cluster has its own")
+        admin = Path(os.environ[OWN_ENV])
+        namespace = planes().namespace()
+        async with kube_client(admin) as api:
+            await client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        try:
+            yield Cluster(OWN, admin, admin, namespace)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _remove_namespace(admin, namespace)
+        return
     require_go()
     version = backend.removeprefix("k8s-")
     plane = await anyio.to_thread.run_sync(
@@ -177,7 +197,7 @@ async def on_cluster(
             if fresh:
                 await anyio.to_thread.run_sync(plane.stop)
             else:
-                await _remove_namespace(plane, namespace)
+                await _remove_namespace(plane.admin_kubeconfig, namespace)
 
 
 async def _has_default_service_account(api: client.ApiClient, namespace: str) -> bool:
@@ -190,10 +210,10 @@ async def _has_default_service_account(api: client.ApiClient, namespace: str) ->
     return True
 
 
-async def _remove_namespace(plane: ControlPlane, namespace: str) -> None:
+async def _remove_namespace(admin: Path, namespace: str) -> None:
     """Delete the namespace and let go of the pods kbatchd's finalizer still holds (no kbatchd
     runs any more to release them), until it is gone."""
-    async with kube_client(plane.admin_kubeconfig) as api:
+    async with kube_client(admin) as api:
         core = client.CoreV1Api(api)
         await core.delete_namespace(namespace)
 

@@ -17,7 +17,7 @@ from daemon.config import Cluster as ClusterSettings
 from daemon.config import Settings
 from daemon.kube.resources import CANDIDATES
 from daemon.supervisor import Daemon
-from tests.backends import REAL, SIM, on_cluster, real_params
+from tests.backends import REAL, on_cluster, real_params
 from tests.daemon.test_jobs import job_body
 from tests.daemon.test_jobsets import GROUP, PLURAL, RUN, VERSION, jobset, replicated
 from tests.processes import Child, eventually, kube_client, running_daemon
@@ -48,14 +48,6 @@ async def complete(batch: client.BatchV1Api, name: str, namespace: str) -> bool:
     return any(c.type == "Complete" and c.status == "True" for c in conditions)
 
 
-def scheduling_version(backend: str) -> str:
-    return (
-        "scheduling.k8s.io/v1alpha2"
-        if backend in (SIM, "k8s-1.36.3")
-        else ("scheduling.k8s.io/v1beta1")
-    )
-
-
 async def test_the_newest_served_version_of_each_kind_is_watched(
     tmp_path: Path, backend: str
 ) -> None:
@@ -65,7 +57,8 @@ async def test_the_newest_served_version_of_each_kind_is_watched(
     ):
         line = await daemon.wait_for(lambda text: '"cluster API"' in text)
         kinds = json.loads(line)["kinds"]
-        assert kinds["PodGroup"] == kinds["Workload"] == scheduling_version(backend)
+        version = f"scheduling.k8s.io/{cluster.scheduling_version}"
+        assert kinds["PodGroup"] == kinds["Workload"] == version
         assert kinds["JobSet"] == "jobset.x-k8s.io/v1alpha2"
         assert not daemon.lines("watch failed")
 

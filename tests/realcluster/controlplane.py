@@ -346,6 +346,9 @@ class ControlPlane:
         for crd in sorted(crds.glob("*.yaml")):
             self.apply_file(crd)
         self._wait_established("jobsets.jobset.x-k8s.io")
+        # Established comes before discovery lists the kind: a client reading discovery
+        # in between would find no JobSets.
+        self._wait("JobSets in discovery", lambda: self._discovered("jobset.x-k8s.io/v1alpha2"))
         return True
 
     # -- talking to it ---------------------------------------------------------------------
@@ -448,6 +451,11 @@ class ControlPlane:
             self.root / "pki" / "ca.crt",
             {"token": body["status"]["token"]},
         )
+
+    def _discovered(self, group_version: str) -> bool:
+        status, body = self.request("GET", "/apis")
+        offered = {v["groupVersion"] for g in body.get("groups", []) for v in g["versions"]}
+        return status == 200 and group_version in offered and bool(self.served(group_version))
 
     def served(self, group_version: str) -> list[str]:
         """The resource names `group_version` serves (empty when it is not served)."""
