@@ -616,10 +616,12 @@ class Daemon:
 
     def _note_outcome(self, outcome: Outcome) -> None:
         """A failed intent puts its key on an exponential back-off, so a decision that keeps
-        failing is retried at a bounded rate instead of in a loop."""
+        failing is retried at a bounded rate instead of in a loop. An unconfirmed one is no
+        failure: a burst cut by a crash would otherwise hold its key back for the whole
+        back-off (one doubling per cut call, 60 s at the cap)."""
         flight = self.state.inflight.get(outcome.decision)
         key = flight.decision.key if flight else None
-        if key is None:
+        if key is None or outcome.unconfirmed:
             return
         if outcome.ok:
             self._requeues.succeeded(key)
@@ -640,7 +642,7 @@ class Daemon:
         that did happen shows up by its deterministic name)."""
         at = self.state.now
         return [
-            Outcome(at=at, decision=seq, index=index, ok=False, message=message)
+            Outcome(at=at, decision=seq, index=index, ok=False, message=message, unconfirmed=True)
             for seq, flight in sorted(self.state.inflight.items())
             for index in flight.pending
         ]

@@ -97,6 +97,9 @@ class Outcome(_Event, frozen=True, tag="outcome"):
     message: str = ""
     resource_version: str = ""
     uid: str = ""
+    # No answer is known: the daemon stopped, or lost its lease, while the call was under way.
+    # Not a failure: the key is decided again from what the cluster shows.
+    unconfirmed: bool = False
 
 
 class Started(_Event, frozen=True, tag="started"):

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from daemon.config import Cluster, Settings
 from daemon.requeue import Requeues
+from daemon.supervisor import Daemon
+from events.schema import Decided, Outcome
+from events.state import InFlight
 
 
 @dataclass(frozen=True)
@@ -78,3 +82,27 @@ def test_clear_forgets_everything() -> None:
     requeues.clear()
     assert requeues.due(10**9) == []
     assert requeues.ready({"b"}, 0) == {"b"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("outcome", "backs_off"),
+    [
+        pytest.param(Outcome(at=1, decision=7, index=0, ok=False, code=500), True, id="failed"),
+        pytest.param(
+            Outcome(at=1, decision=7, index=0, ok=False, message="cut", unconfirmed=True),
+            False,
+            id="unconfirmed",
+        ),
+    ],
+)
+async def test_an_unconfirmed_intent_is_no_failure_for_the_back_off(
+    outcome: Outcome, backs_off: bool
+) -> None:
+    """A crash in a create burst leaves its intents unconfirmed; counted as failures, they
+    held the Job back for the whole back-off (a minute) after the restart."""
+    daemon = Daemon(Settings(clusters=[Cluster(name="c")]), [])
+    decision = Decided(at=1, reconciler="job", key="Job/c/ns/j", reason="r", intents=())
+    daemon.state.inflight[7] = InFlight(decision, [0])
+    daemon._note_outcome(outcome)
+    assert daemon._requeues.ready({"Job/c/ns/j"}, now=2) == (set() if backs_off else {"Job/c/ns/j"})
