@@ -76,6 +76,16 @@ def _observed(events: list[tuple[int, object]], kind: str, name: str) -> list[Ob
     return [e for _, e in events if isinstance(e, Observed) and e.kind == kind and e.name == name]
 
 
+async def _resync_reasons_once_caught_up(log: Path) -> list[str]:
+    """The reasons of the log's Resynced markers once it holds the deletion of pod `goes` and
+    the pod `arrived` (what changed while the daemon could not see); [] until then."""
+    events = await logged_events(log)
+    deleted = [e for e in _observed(events, "Pod", "goes") if e.change == "DELETED"]
+    if deleted and _observed(events, "Pod", "arrived"):
+        return [e.reason for _, e in events if isinstance(e, Resynced)]
+    return []
+
+
 async def _phases_of(log: Path, name: str) -> list[str]:
     return [getattr(e.obj, "phase", "") for e in _observed(await logged_events(log), "Pod", name)]
 
@@ -361,15 +371,9 @@ async def test_a_partition_past_the_watch_history_relists_the_difference(tmp_pat
             sim.faults.expire_history_now()
             sim.faults.set(error_500=0.0)
 
-            async def caught_up() -> list[str]:
-                events = await logged_events(log)
-                deleted = [e for e in _observed(events, "Pod", "goes") if e.change == "DELETED"]
-                relisted = [e for _, e in events if isinstance(e, Resynced)]
-                if deleted and _observed(events, "Pod", "arrived"):
-                    return [e.reason for e in relisted]
-                return []
-
-            reasons = await eventually(caught_up, within=60, what="the relist's deltas")
+            reasons = await eventually(
+                lambda: _resync_reasons_once_caught_up(log), within=60, what="the relist's deltas"
+            )
             assert "relisted" in reasons
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=10) == 0
@@ -410,14 +414,8 @@ async def test_a_watch_resumed_past_a_restarted_api_servers_cache_relists(
         finally:
             daemon.send_signal(signal.SIGCONT)
 
-        async def caught_up() -> list[str]:
-            events = await logged_events(log)
-            deleted = [e for e in _observed(events, "Pod", "goes") if e.change == "DELETED"]
-            relisted = [e for _, e in events if isinstance(e, Resynced)]
-            if deleted and _observed(events, "Pod", "arrived"):
-                return [e.reason for e in relisted]
-            return []
-
-        reasons = await eventually(caught_up, within=90, what="the relist's deltas")
+        reasons = await eventually(
+            lambda: _resync_reasons_once_caught_up(log), within=90, what="the relist's deltas"
+        )
         assert "relisted" in reasons
         assert daemon.lines("watch expired, relisting"), "no 410 was met"
