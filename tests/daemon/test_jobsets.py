@@ -454,9 +454,18 @@ async def test_volume_claims_are_shared_and_deleted_or_retained_as_their_policy_
         await eventually(
             lambda: claims_are("scratch-vols", "data-vols", "keep-vols"), what="the three claims"
         )
-        pods = await pods_of(api, "vols", ns)
-        for pod in pods:
-            volumes = {v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes}
+
+        async def both_pods() -> list[Any] | None:
+            pods = await pods_of(api, "vols", ns)
+            return pods if len(pods) == 2 else None
+
+        for pod in await eventually(both_pods, what="the JobSet's 2 pods"):
+            # The real server adds the ServiceAccount token's projected volume.
+            volumes = {
+                v.name: v.persistent_volume_claim.claim_name
+                for v in pod.spec.volumes
+                if v.persistent_volume_claim is not None
+            }
             assert {k: volumes[k] for k in ("scratch", "data", "keep")} == {
                 "scratch": "scratch-vols",
                 "data": "data-vols",
