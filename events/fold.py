@@ -193,6 +193,7 @@ def _decided(state: State, seq: int, event: Decided) -> None:
     if event.intents:
         state.inflight[seq] = InFlight(event, list(range(len(event.intents))))
         expectations.expect(state, seq, event)
+        gangs.admission_decided(state, seq, event)
 
 
 def _flight_of(state: State, event: Outcome) -> InFlight | None:

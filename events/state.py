@@ -10,7 +10,7 @@ from typing import Final
 
 import msgspec
 
-from events.gangs import index_workload_groups
+from events.gangs import Admission, index_workload_groups
 from events.objects import (
     Job,
     JobSet,
@@ -108,6 +108,9 @@ class State(msgspec.Struct):
     # ``cluster/namespace/workload`` -> keys of the PodGroups made from it (their
     # spec.podGroupTemplateRef), kept by `events.gangs`; rebuilt for older snapshots.
     workload_groups: dict[str, set[str]] = {}
+    # ``cluster/namespace/podgroup`` -> its admission while not yet seen whole (`Admission`,
+    # kept by `events.gangs`).
+    admissions: dict[str, Admission] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

@@ -90,7 +90,7 @@ from daemon.reconcilers.gangspec import (
     template_names,
     topology_request,
 )
-from events.gangs import QUEUE, dirty_group, workload_name
+from events.gangs import QUEUE, Admission, dirty_group, workload_name
 from events.intents import Bind, Delete, Intent, Patch
 from events.objects import Pod, PodGroup, Workload, rfc3339
 from events.quantity import format_units
@@ -105,6 +105,8 @@ BACKOFF_MAX_MS: Final = 3_600_000
 RETRY_FIRST_MS: Final = 1_000
 RETRY_MAX_MS: Final = 60_000
 INVALID: Final = "InvalidRequest:"
+# The message prefix of a group whose admission a crash cut short and could not be finished.
+INTERRUPTED: Final = "AdmissionInterrupted:"
 NO_ROOM: Final = "InsufficientRoom:"
 # Placement verdicts that say the room is short; while the cluster's free room stays below a
 # waiting group's demand, its condition keeps the last of these instead of a fresh count.
@@ -506,7 +508,11 @@ class GangReconciler:
                 return step.decision()
             if self._coordinated(workload):
                 return None  # the Workload's key decides
-        self._one(step, run.cluster(cluster), state.topology.levels, group)
+        interrupted = self._interrupted(state, [group])
+        if interrupted:
+            self._resume(step, run.cluster(cluster), interrupted)
+        else:
+            self._one(step, run.cluster(cluster), state.topology.levels, group)
         return step.decision()
 
     def _one(
@@ -644,6 +650,65 @@ class GangReconciler:
         step.reason(_admitted_reason(spec, became_ready))
         return False
 
+    # -- an admission a crash cut short ------------------------------------------------------
+
+    def _interrupted(
+        self, state: State, groups: Sequence[_Group]
+    ) -> list[tuple[_Group, Admission]]:
+        """The groups whose admission is in the log (`State.admissions`) but not seen whole:
+        the daemon stopped between its first bind and the status that announces it."""
+        found: list[tuple[_Group, Admission]] = []
+        for group in groups:
+            admission = state.admissions.get(group.spec.key)
+            if admission is not None and group.error is None and not group.spec.admitted:
+                found.append((group, admission))
+        return found
+
+    def _resume(
+        self, step: _Step, view: ClusterView, interrupted: Sequence[tuple[_Group, Admission]]
+    ) -> None:
+        """Finish interrupted admissions with the binds they decided, or, if any of them can
+        no longer be finished, evict what they bound and requeue them all (groups admitted
+        together stand or fall together): never a gang left partly bound."""
+        plans: list[tuple[_Group, Slots]] = []
+        for group, admission in interrupted:
+            remaining = self._remaining(view, group, admission)
+            if isinstance(remaining, str):
+                for each, _ in interrupted:
+                    self._revoke(step, each, f"{group.spec.name}: {remaining}")
+                return
+            plans.append((group, remaining))
+        for group, slots in plans:
+            step.reason(
+                f"AdmissionResumed: {group.spec.namespace}/{group.spec.name}: "
+                f"{len(slots)} bind(s) left of decision {interrupted[0][1].decision}"
+            )
+            self._admit(step, view, group.spec, slots, group.members.bound)
+
+    def _remaining(self, view: ClusterView, group: _Group, admission: Admission) -> Slots | str:
+        """The binds an interrupted admission still has to make, each to the node it decided,
+        or why it cannot be finished: too few of its members are left (bound, finished, or
+        still the very pod it placed) or their nodes cannot take them any more."""
+        spec, found = group.spec, group.members
+        slots: Slots = []
+        for pod in found.pending:
+            planned = admission.binds.get(f"{spec.cluster}/{pod.namespace}/{pod.name}")
+            if planned is not None and planned[0] == pod.uid:
+                slots.append((pod, planned[1]))
+        count = len(found.bound) + len(found.succeeded) + len(slots)
+        if count < spec.min_count:
+            return f"{count} of minCount {spec.min_count} member(s) left to finish it"
+        refusal = view.refusal(slots)
+        if refusal is not None:
+            return refusal
+        return slots
+
+    def _revoke(self, step: _Step, group: _Group, why: str) -> None:
+        spec, bound = group.spec, group.members.bound
+        step.delete(spec.cluster, bound)
+        message = f"{INTERRUPTED} {why}; {len(bound)} bound member(s) evicted, requeued"
+        self._unschedulable(step, spec, message, step.now)
+
     def _evict(self, step: _Step, spec: GroupSpec, found: Members, ready: int) -> None:
         evictions = spec.evictions + 1
         timeout_s = (self.ready_timeout_ms or 0) // 1000
@@ -740,7 +805,10 @@ class GangReconciler:
         step = _Step(now)
         view = run.cluster(cluster)
         levels = state.topology.levels
-        if ROLE_RATIO in workload.annotations:
+        interrupted = self._interrupted(state, groups)
+        if interrupted:
+            self._resume(step, view, interrupted)
+        elif ROLE_RATIO in workload.annotations:
             self._ratio(step, view, levels, workload, groups)
         else:
             self._leader_first(step, view, levels, workload, groups)

@@ -186,6 +186,30 @@ class ClusterView:
         node = self._by_name.get(node_name)
         return node.labels if node is not None else None
 
+    def refusal(self, slots: Slots) -> str | None:
+        """Why `slots` cannot all be bound as they stand, None when they can: a node gone, not
+        Ready, cordoned, keeping a pod away, or without the room its pods there take
+        together. (A gang's own binds decided earlier, checked again against the state now.)"""
+        by_node: dict[str, list[Pod]] = {}
+        for pod, node in slots:
+            by_node.setdefault(node, []).append(pod)
+        infos = {info.name: info for info in self.infos()}
+        for name, pods in sorted(by_node.items()):
+            info = infos.get(name)
+            if info is None:
+                return f"node {name} is gone"
+            if not info.ready or info.unschedulable:
+                return f"node {name} is not Ready or is cordoned"
+            refused = next((pod for pod in pods if not admits(info, pod)), None)
+            if refused is not None:
+                return f"node {name} no longer admits pod {refused.name}"
+            free: Amounts = {}
+            add_free(free, info)
+            short = short_of(demand(pods), free)
+            if short:
+                return f"node {name} lacks {', '.join(short)} for {len(pods)} pod(s)"
+        return None
+
     def assume(self, slots: Slots) -> None:
         """Bindings this pass decided: later gangs of the pass see the room as taken."""
         for pod, node in slots:

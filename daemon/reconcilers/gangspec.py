@@ -222,8 +222,10 @@ class Members(msgspec.Struct, frozen=True):
 
     @property
     def count(self) -> int:
-        """Members that count towards minCount: live and ungated."""
-        return len(self.bound) + len(self.pending)
+        """Members that count towards minCount: live and ungated, and those that already
+        succeeded: they ran as members (a gang whose admission a crash cut short may finish
+        some before it is decided again), as Kueue's PodsReady counts them."""
+        return len(self.bound) + len(self.pending) + len(self.succeeded)
 
     def ready(self) -> int:
         """Kueue's PodsReady arithmetic: ready pods plus the ones that already succeeded."""
