@@ -94,16 +94,58 @@ _WITH_FILE_SIZE_LIMIT = (
 )
 
 
+# `python -m daemon.cli ARGV` that SIGKILLs itself once the first N binds (the first argument)
+# have landed, at the next intent that would go past them: the next bind or the PodGroup
+# status after the binds. Binds past the N-th are held back unsent, however many the actuator
+# runs at once, so exactly N reach the cluster.
+_KILLED_AFTER_BINDS = """
+import asyncio, os, runpy, signal, sys
+from daemon.kube import actuator
+from events.intents import Bind, Patch
+limit = int(sys.argv.pop(1))
+perform = actuator.Actuator.perform
+sent = landed = 0
+past = None
+async def dying(self, intent):
+    global sent, landed, past
+    if past is None:
+        past = asyncio.Event()
+        if not limit:
+            past.set()
+    status = type(intent) is Patch and intent.kind == 'PodGroup' and intent.subresource
+    if type(intent) is Bind:
+        sent += 1
+    if (type(intent) is Bind and sent > limit) or (status and sent):
+        await past.wait()
+        os.kill(os.getpid(), signal.SIGKILL)
+    result = await perform(self, intent)
+    if type(intent) is Bind:
+        landed += 1
+        if landed == limit:
+            past.set()
+    return result
+actuator.Actuator.perform = dying
+runpy.run_module('daemon.cli', run_name='__main__', alter_sys=True)
+"""
+
+
 @asynccontextmanager
 async def spawn(
-    name: str, *argv: str, env: dict[str, str] | None = None, file_size_limit: int | None = None
+    name: str,
+    *argv: str,
+    env: dict[str, str] | None = None,
+    file_size_limit: int | None = None,
+    killed_after_binds: int | None = None,
 ) -> AsyncIterator[Child]:
     """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
-    bytes past which it cannot grow a file (a full disk, for fault tests)."""
+    bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`:
+    it SIGKILLs itself once that many binds have landed (`_KILLED_AFTER_BINDS`)."""
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     command = [sys.executable, "-m", "daemon.cli"]
     if file_size_limit is not None:
         command = [sys.executable, "-c", _WITH_FILE_SIZE_LIMIT, str(file_size_limit)]
+    elif killed_after_binds is not None:
+        command = [sys.executable, "-c", _KILLED_AFTER_BINDS, str(killed_after_binds)]
     process = await anyio.open_process(
         [*command, *argv],
         stdin=subprocess.DEVNULL,
