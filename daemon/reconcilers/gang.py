@@ -670,18 +670,18 @@ class GangReconciler:
         """Finish interrupted admissions with the binds they decided, or, if any of them can
         no longer be finished, evict what they bound and requeue them all (groups admitted
         together stand or fall together): never a gang left partly bound."""
-        plans: list[tuple[_Group, Slots]] = []
+        plans: list[tuple[_Group, Admission, Slots]] = []
         for group, admission in interrupted:
             remaining = self._remaining(view, group, admission)
             if isinstance(remaining, str):
                 for each, _ in interrupted:
                     self._revoke(step, each, f"{group.spec.name}: {remaining}")
                 return
-            plans.append((group, remaining))
-        for group, slots in plans:
+            plans.append((group, admission, remaining))
+        for group, admission, slots in plans:
             step.reason(
                 f"AdmissionResumed: {group.spec.namespace}/{group.spec.name}: "
-                f"{len(slots)} bind(s) left of decision {interrupted[0][1].decision}"
+                f"{len(slots)} bind(s) left of decision {admission.decision}"
             )
             self._admit(step, view, group.spec, slots, group.members.bound)
 

@@ -29,6 +29,7 @@ from tests.daemon.reconcilers.gangs import (
     podgroup,
     status_conditions,
 )
+from tests.daemon.reconcilers.test_gang_workloads import SERVE, ratio_world
 
 SIZE = 8
 
@@ -170,3 +171,46 @@ def test_members_that_succeeded_count_towards_min_count() -> None:
     assert decision is not None
     assert decision.reason.startswith("Admitted"), decision.reason
     assert len(binds(decision)) == 3
+
+
+@pytest.mark.parametrize("lose_a_decoder", [False, True], ids=["finished", "undone"])
+def test_role_groups_admitted_together_are_finished_or_undone_together(
+    lose_a_decoder: bool,
+) -> None:
+    """A role-ratio Workload admits its role groups in one decision; cut short after the
+    prefill binds, both are finished, or (a decoder gone) both are undone."""
+    world = ratio_world(prefill=1, decode=3)
+    decision = world.decide(SERVE)
+    assert decision is not None
+    seq = world.log(SERVE, decision)
+    planned = binds(decision)
+    for intent in decision.intents:
+        if isinstance(intent, Bind) and intent.name.startswith("serve-prefill"):
+            world.observe(msgspec.structs.replace(world.pod(intent.name), node_name=intent.node))
+    for index in range(len(decision.intents)):
+        fold(
+            world.state,
+            world.state.seq + 1,
+            Outcome(at=world.now, decision=seq, index=index, ok=False, unconfirmed=True),
+        )
+    if lose_a_decoder:
+        world.remove(world.pod("serve-decode-02"))
+    again = world.decide(SERVE)
+    assert again is not None
+    world.apply(again, world.log(SERVE, again))
+    prefill = status_conditions(again, "serve-prefill")["PodGroupScheduled"]
+    decode = status_conditions(again, "serve-decode")["PodGroupScheduled"]
+    if lose_a_decoder:
+        assert (prefill["status"], decode["status"]) == ("False", "False")
+        assert decode["message"].startswith(
+            f"{INTERRUPTED} serve-decode: 2 of minCount 3 member(s) left to finish it"
+        )
+        assert prefill["message"].startswith(
+            f"{INTERRUPTED} serve-decode: 2 of minCount 3 member(s) left to finish it"
+        )
+        assert deletes(again) == ["serve-prefill-00"]
+        assert world.placed("serve-prefill") == world.placed("serve-decode") == {}
+    else:
+        assert (prefill["status"], decode["status"]) == ("True", "True")
+        assert binds(again) == {n: node for n, node in planned.items() if "decode" in n}
+    assert not world.state.admissions
