@@ -15,7 +15,7 @@ from multiprocessing import get_context
 from tests.bench.section import run_section
 from tests.bench.table import Table
 
-SECTIONS = ("placement", "log", "replay", "cluster", "sim_pods", "jobset", "gang")
+SECTIONS = ("placement", "log", "replay", "cluster", "sim_pods", "jobset", "gang", "kills")
 
 
 def main() -> int:
