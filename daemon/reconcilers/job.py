@@ -74,10 +74,13 @@ class JobReconciler:
 
     @property
     def kinds(self) -> frozenset[str]:
-        return frozenset({"Job"})
+        # Pods too: a pod no Job of ours owns any more still carries the finalizer.
+        return frozenset({"Job", "Pod"})
 
     def decide(self, state: State, key: str, now: int) -> Decision | None:
         kind, cluster, namespace, name = split_ref(key)
+        if kind == "Pod":
+            return self._release_orphan(state, cluster, f"{cluster}/{namespace}/{name}")
         if kind != "Job":
             return None
         job = state.jobs.get(f"{cluster}/{namespace}/{name}")
@@ -116,6 +119,28 @@ class JobReconciler:
             f"ReleaseOrphans: Job {namespace}/{name} is gone; removing the tracking finalizer "
             f"from {len(orphans)} pod(s)",
             tuple(self.release(cluster, pod) for pod in orphans),
+        )
+
+    def _release_orphan(self, state: State, cluster: str, key: str) -> Decision | None:
+        """Upstream's orphan pods: a pod carrying the finalizer whose controller is no Job
+        kbatchd sees (none, since `kubectl delete job --cascade=orphan` cleared its owner
+        references; another kind; a Job gone, or replaced by one of the same name) is
+        released, whenever that happened (a start decides every pod)."""
+        pod = state.pods.get(key)
+        if pod is None or self.finalizer not in pod.finalizers:
+            return None  # the fast path: most pod changes are of pods no finalizer holds
+        owner = pod.controller
+        if owner is not None and owner.kind == "Job":
+            job = state.jobs.get(f"{cluster}/{pod.namespace}/{owner.name}")
+            if job is not None and job.uid == owner.uid:
+                return None  # its Job's own decisions count and release it
+        if f"Pod/{key}" in state.expected:
+            return None  # already being released (by its gone Job's decision, say)
+        whose = "no controller" if owner is None else f"{owner.kind} {owner.name}, not seen"
+        return Decision(
+            f"ReleaseOrphan: pod {pod.namespace}/{pod.name} ({whose}); removing the tracking "
+            "finalizer",
+            (self.release(cluster, pod),),
         )
 
     def _release_finished(self, cluster: str, job: Job, pods: list[Pod]) -> Decision | None:

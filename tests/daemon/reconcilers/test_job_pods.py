@@ -363,7 +363,7 @@ def test_intents_are_ordered_status_releases_deletes_creates() -> None:
 def test_the_reconciler_follows_the_protocol() -> None:
     reconciler: Reconciler = REC
     assert reconciler.name == "job"
-    assert reconciler.kinds == frozenset({"Job"})
+    assert reconciler.kinds == frozenset({"Job", "Pod"})
     assert REC.decide(make_state(None), "Pod/c1/ns/job", T0) is None
 
 

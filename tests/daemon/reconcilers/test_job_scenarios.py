@@ -10,11 +10,15 @@ import msgspec
 import pytest
 
 from daemon.reconcilers.jobspec import COMPLETION_INDEX, INDEX_FAILURE_COUNT
+from events.fold import fold
 from events.intents import Patch
-from events.objects import POD_ORDINAL_ANNOTATION, Pod
+from events.objects import POD_ORDINAL_ANNOTATION, Job, OwnerRef, Pod
+from events.schema import Decided
 from events.state import State
 from tests.daemon.reconcilers.builders import (
+    CLUSTER,
     FIN,
+    NS,
     REC,
     SECOND,
     T0,
@@ -608,3 +612,55 @@ def test_c6_7_success_policy_is_not_evaluated_for_a_failing_job() -> None:
     assert decision is not None
     types = [c["type"] for c in status_patch(decision.intents)["conditions"]]
     assert types == ["FailureTarget"]
+
+
+def _orphan(owners: tuple[OwnerRef, ...], finalizers: tuple[str, ...] = (FIN,)) -> Pod:
+    return msgspec.structs.replace(
+        make_pod(make_job(), "p", phase="Succeeded", finalizers=finalizers), owners=owners
+    )
+
+
+JOB_OWNER = OwnerRef("Job", "job", "job-uid", True)
+ORPHANS = {
+    # pod's owners, the Jobs the state shows, whether the finalizer is released
+    "owner references cleared (--cascade=orphan)": ((), [make_job()], True),
+    "its Job gone": ((JOB_OWNER,), [], True),
+    "its Job replaced under the same name": ((JOB_OWNER,), [make_job(uid="new")], True),
+    "controlled by another kind": ((OwnerRef("ReplicaSet", "rs", "u", True),), [], True),
+    "owned by its Job": ((JOB_OWNER,), [make_job(uid="job-uid")], False),
+}
+
+
+@pytest.mark.parametrize(("owners", "jobs", "released"), ORPHANS.values(), ids=ORPHANS.keys())
+def test_a_pod_no_job_of_ours_owns_loses_the_tracking_finalizer(
+    owners: tuple[OwnerRef, ...], jobs: list[Job], released: bool
+) -> None:
+    state = make_state(None, [_orphan(owners)])
+    for job in jobs:
+        observe(state, job)
+    decision = REC.decide(state, f"Pod/{CLUSTER}/{NS}/p", T0)
+    if not released:
+        assert decision is None
+        return
+    assert decision is not None
+    assert decision.reason.startswith("ReleaseOrphan: pod ns/p (")
+    (patch,) = decision.intents
+    assert isinstance(patch, Patch)
+    assert (patch.kind, patch.name) == ("Pod", "p")
+    assert patch.patch == {
+        "metadata": {"uid": "uid-p", "$deleteFromPrimitiveList/finalizers": [FIN]}
+    }
+
+
+def test_an_orphan_without_the_finalizer_or_already_being_released_is_left_alone() -> None:
+    bare = make_state(None, [_orphan((), finalizers=("example.com/other",))])
+    assert REC.decide(bare, f"Pod/{CLUSTER}/{NS}/p", T0) is None
+    releasing = make_state(None, [_orphan(())])
+    decision = REC.decide(releasing, f"Pod/{CLUSTER}/{NS}/p", T0)
+    assert decision is not None
+    fold(
+        releasing,
+        releasing.seq + 1,
+        Decided(at=T0, reconciler="job", key="k", reason="r", intents=decision.intents),
+    )
+    assert REC.decide(releasing, f"Pod/{CLUSTER}/{NS}/p", T0) is None
