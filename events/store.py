@@ -481,14 +481,17 @@ def _prepare(
     thread with plain sqlite3. Nothing is written to a file until it is known to be a
     kbatchd log (or a new, empty one)."""
     _check_file(name, readonly)
-    with _translate(name, "opening"):
-        conn = _sqlite_connect(name, readonly)
-    lock: _WriterLock | None = None
+    # Before SQLite opens the file: the lock's descriptor is what creates a new one.
+    lock = None if readonly else _WriterLock(name)
     try:
         with _translate(name, "opening"):
+            conn = _sqlite_connect(name, readonly)
+        # Closed before the lock is released on failure: closing the lock's descriptor drops
+        # the fcntl locks SQLite holds on the file (see `_WriterLock`).
+        with closing(conn), _translate(name, "opening"):
             _check_identity(conn, name, readonly)
-            if not readonly:
-                lock = _WriterLock(name)
+            if lock is not None:
+                lock.name_holder()
             version = schema_version(conn)
             known = migrations[-1].version
             if version > known:
@@ -519,59 +522,87 @@ def _prepare(
         if lock is not None:
             lock.release()
         raise
-    finally:
-        conn.close()
 
 
 class _WriterLock:
-    """The log's writer lock: `flock` on ``LOG-lock``, which holds the writer's pid while it
-    lasts. Two writers would each number their events from their own newest seq, and the
-    second's appends would collide with or interleave the first's. A sibling file rather than
-    the database itself, because closing any descriptor of the database would drop the locks
-    SQLite holds on it; removed on release, so that nothing is left beside a closed log
-    (`_acquire` checks that the file it locked is still the one the path names). A writer
-    killed leaves the file, and the kernel its lock. Readers take no lock."""
+    """The log's writer lock: `flock` on a descriptor of the database file itself, held while
+    the log is open. Two writers would each number their events from their own newest seq,
+    and the second's appends would collide with or interleave the first's. The lock belongs
+    to the file (its inode), so a second writer meets it by any name that reaches the file: a
+    hard link, a symlink, a bind mount. A killed writer's lock goes with its process.
+    Readers take no lock.
+
+    flock, not fcntl: SQLite locks the file with fcntl, and an fcntl lock belongs to the
+    process, so closing any descriptor of the file drops all of them. On Linux the two kinds
+    are independent, and an flock belongs to its own descriptor: it lasts, whatever SQLite
+    opens and closes, until `release` closes that descriptor (after SQLite's connections).
+    (So does a refused open's descriptor, closed at once: in the holder's own process that
+    drops SQLite's fcntl locks, which is why one process opens one log once.)
+
+    The descriptor also creates a new log, owner-only: the log holds Job templates, inline
+    env values included, and SQLite gives its -wal and -shm files the database's mode. An
+    existing log keeps its mode.
+
+    ``LOG-writer`` beside the file (its real path, symlinks resolved) names the holder's pid
+    for a refused writer's message, and nothing more: the lock does not depend on it. The
+    holder keeps an flock on it too, so a note left by a killed writer is never believed."""
 
     def __init__(self, name: str) -> None:
-        self.path = f"{name}-lock"
-        self._fd = self._acquire(name)
+        self.note = f"{os.path.realpath(name)}-writer"
+        self._note_fd: int | None = None
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise LogError(f"{name}: cannot open: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = self._holder()
+            raise LogInUse(
+                f"{name}: in use by another writer" + (f" (pid {holder})" if holder else "")
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
-    def _acquire(self, name: str) -> int:
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                raise LogError(
-                    f"{name}: cannot create its lock {self.path}: {exc.strerror}"
-                ) from None
+    def _holder(self) -> str:
+        """The pid in the note, if a live writer holds the note ("" otherwise)."""
+        try:
+            fd = os.open(self.note, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return ""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
+        finally:
+            os.close(fd)
+        return ""  # no one holds it: left by a killed writer
+
+    def name_holder(self) -> None:
+        """Write this process's pid into the note (best effort: it is only for messages)."""
+        with suppress(OSError):
+            fd = os.open(self.note, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = (os.pread(fd, 32, 0).decode("ascii", "replace").split() or ["unknown"])[0]
-                os.close(fd)
-                raise LogInUse(
-                    f"{name}: in use by another writer (pid {holder}; lock {self.path})"
-                ) from None
+                os.ftruncate(fd, 0)  # a killed writer's pid may be longer than ours
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             except BaseException:
                 os.close(fd)
                 raise
-            try:
-                current = os.stat(self.path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current == os.fstat(fd).st_ino:
-                os.ftruncate(fd, 0)  # a killed writer's pid may be longer than ours
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                return fd
-            os.close(fd)  # released and removed by its holder after we opened it: again
+            self._note_fd = fd
 
     def release(self) -> None:
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        finally:
-            os.close(self._fd)
+        if self._note_fd is not None:
+            with suppress(OSError):
+                if os.path.samestat(os.stat(self.note), os.fstat(self._note_fd)):
+                    os.unlink(self.note)
+            os.close(self._note_fd)
+        os.close(self._fd)
 
 
 def _check_file(name: str, readonly: bool) -> None:

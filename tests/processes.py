@@ -3,13 +3,15 @@ collected, and waited on by condition with a bound (never by sleeping)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,23 @@ runpy.run_module('daemon.cli', run_name='__main__', alter_sys=True)
 """
 
 
+@functools.cache
+def private_mounts() -> str:
+    """Why a process cannot get a mount namespace of its own here (`unshare -rm`: a user
+    namespace mapping this user to root, which may mount tmpfs and bind mounts), "" if it can."""
+    try:
+        done = subprocess.run(
+            ["unshare", "-rm", "mount", "-t", "tmpfs", "tmpfs", "/mnt"],
+            capture_output=True,
+            timeout=30,
+        )
+    except OSError as exc:
+        return f"no unshare: {exc}"
+    if done.returncode == 0:
+        return ""
+    return done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
+
+
 @asynccontextmanager
 async def spawn(
     name: str,
@@ -136,16 +155,23 @@ async def spawn(
     env: dict[str, str] | None = None,
     file_size_limit: int | None = None,
     killed_after_binds: int | None = None,
+    mount: Sequence[str] = (),
 ) -> AsyncIterator[Child]:
     """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
     bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`:
-    it SIGKILLs itself once that many binds have landed (`_KILLED_AFTER_BINDS`)."""
+    it SIGKILLs itself once that many binds have landed (`_KILLED_AFTER_BINDS`). `mount`: the
+    arguments of a ``mount`` made first in a mount namespace of the process's own (see
+    `private_mounts`), which only it sees; others reach it under ``/proc/PID/root``."""
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     command = [sys.executable, "-m", "daemon.cli"]
     if file_size_limit is not None:
         command = [sys.executable, "-c", _WITH_FILE_SIZE_LIMIT, str(file_size_limit)]
     elif killed_after_binds is not None:
         command = [sys.executable, "-c", _KILLED_AFTER_BINDS, str(killed_after_binds)]
+    if mount:
+        # exec all the way: the pid is the daemon's.
+        script = f'mount {shlex.join(mount)} && exec "$@"'
+        command = ["unshare", "-rm", "sh", "-c", script, "sh", *command]
     process = await anyio.open_process(
         [*command, *argv],
         stdin=subprocess.DEVNULL,

@@ -4,6 +4,7 @@ server deals out."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sqlite3
@@ -21,14 +22,16 @@ from daemon import provenance
 from daemon.config import load
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
-from daemon.sim.resources import PODS
-from events.schema import Observed, Resynced, Started, Tick
+from daemon.sim.resources import JOBS, PODS
+from events.schema import Decided, Observed, Resynced, Started, Tick
 from tests.backends import on_cluster, real_params
+from tests.daemon.embedded import job
 from tests.processes import (
     daemon_config,
     eventually,
     kube_client,
     logged_events,
+    private_mounts,
     running_daemon,
     simulated_cluster,
     snapshot_seqs,
@@ -294,28 +297,56 @@ async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_n
         assert logged == set(created)
 
 
-async def test_a_second_daemon_on_the_same_log_is_refused_and_the_first_goes_on(
+async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_goes_on(
     tmp_path: Path,
 ) -> None:
     async with _cluster_and_config(tmp_path) as (sim, config):
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as first:
+            named = f" (pid {first.process.pid})"
+            os.link(log, tmp_path / "link.db")
+            (tmp_path / "elsewhere").mkdir()
+            (tmp_path / "elsewhere" / "kbatchd.db").symlink_to(log)
+            (tmp_path / "bound").mkdir()
+            # Each way to the file, the refusal expected, and the mount the second runs in.
+            ways: list[tuple[Path, str, tuple[str, ...]]] = [
+                (log, named, ()),
+                (tmp_path / "link.db", "", ()),
+                (tmp_path / "elsewhere" / "kbatchd.db", named, ()),
+            ]
+            if not private_mounts():
+                bound = ("--bind", str(tmp_path), str(tmp_path / "bound"))
+                # The note comes with the directory: this refusal names the holder too.
+                ways.append((tmp_path / "bound" / "kbatchd.db", named, bound))
+            for path, pid, mount in ways:
+                async with spawn(
+                    "daemon", "run", "--config", str(config), "--log", str(path), mount=mount
+                ) as second:
+                    assert await second.wait(within=30) == 2
+                assert second.stderr == [f"kbatchd: {path}: in use by another writer{pid}"], (
+                    second.output()
+                )
+            (tmp_path / "kbatchd.db-writer").unlink()  # the note only names the holder
             async with spawn("daemon", "run", "--config", str(config)) as second:
                 assert await second.wait(within=30) == 2
-            assert second.stderr == [
-                f"kbatchd: {log}: in use by another writer (pid {first.process.pid}; "
-                f"lock {log}-lock)"
-            ], second.output()
+            assert second.stderr == [f"kbatchd: {log}: in use by another writer"]
+            # The first still logs what it sees and decides.
             sim.registry.create(PODS, "default", _pod("after"))
+            sim.registry.create(JOBS, "default", job("after"))
 
-            async def logged() -> bool:
-                return bool(_observed(await logged_events(log), "Pod", "after"))
+            async def logged_and_decided() -> bool:
+                events = await logged_events(log)
+                return bool(_observed(events, "Pod", "after")) and any(
+                    isinstance(e, Decided) and e.key == "Job/sim-0/default/after" for _, e in events
+                )
 
-            await eventually(logged, what="the first daemon still logging")
+            await eventually(logged_and_decided, what="the first daemon still logging, deciding")
             first.send_signal(signal.SIGTERM)
             assert await first.wait(within=10) == 0
         events = await logged_events(log)
         assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+        # One writer throughout: one start recorded.
+        assert sum(isinstance(e, Started) for _, e in events) == 1
 
 
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:

@@ -717,32 +717,133 @@ async def test_a_second_writer_is_refused_naming_the_first_and_readers_are_not(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "log.db"
-    lock = tmp_path / "log.db-lock"
     async with EventLog.open(path) as first:
         await first.append(ticks(3))
-        assert lock.read_text() == f"{os.getpid()}\n"
+        assert note(path).read_text() == f"{os.getpid()}\n"
         with pytest.raises(LogInUse) as caught:
             async with EventLog.open(path):
                 pass
-        assert str(caught.value) == (
-            f"{path}: in use by another writer (pid {os.getpid()}; lock {lock})"
-        )
+        assert str(caught.value) == f"{path}: in use by another writer (pid {os.getpid()})"
         async with EventLog.open(path, readonly=True) as reader:
             assert reader.last_seq == 3
         await first.append(ticks(1, start=4))  # the refused writer changed nothing
-    assert not lock.exists()  # released and removed with the log
+    assert not note(path).exists()  # removed with the log
     async with EventLog.open(path) as again:
         assert again.last_seq == 4
 
 
-async def test_a_lock_file_left_by_a_killed_writer_does_not_block(tmp_path: Path) -> None:
+def note(path: Path) -> Path:
+    """Where a writer of `path` names itself (``LOG-writer`` beside the real file)."""
+    return Path(f"{os.path.realpath(path)}-writer")
+
+
+def _other_name(tmp_path: Path, path: Path, how: str) -> Path:
+    """Another way to reach the log file `path`."""
+    if how == "hard-link":
+        os.link(path, tmp_path / "link.db")
+        return tmp_path / "link.db"
+    if how == "symlink":
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "log.db").symlink_to(path)
+        return tmp_path / "elsewhere" / "log.db"
+    assert how == "deleted-note"
+    note(path).unlink()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [("hard-link", False), ("symlink", True), ("deleted-note", False)],
+)
+async def test_every_name_of_the_file_meets_its_lock(tmp_path: Path, how: str, named: bool) -> None:
+    path = tmp_path / "log.db"
+    async with EventLog.open(path) as first:
+        await first.append(ticks(2))
+        other = _other_name(tmp_path, path, how)
+        with pytest.raises(LogInUse) as caught:
+            async with EventLog.open(other):
+                pass
+        pid = f" (pid {os.getpid()})" if named else ""
+        assert str(caught.value) == f"{other}: in use by another writer{pid}"
+        # (Not through the hard link: SQLite finds the WAL by the name, so a reader there
+        # would miss what the writer has not checkpointed yet.)
+        async with EventLog.open(path, readonly=True) as reader:
+            assert await reader.count() == 2
+        assert await first.append(ticks(1, start=2)) == [3]
+    async with EventLog.open(other) as log:  # free again, by any name
+        assert log.last_seq == 3
+
+
+async def test_the_lock_outlasts_sqlite_closing_its_own_descriptors(tmp_path: Path) -> None:
+    """SQLite's fcntl locks go when the process closes any descriptor of the file; the
+    writer's flock must not: readers opening and closing the file in the writer's process
+    leave it held, for another process too."""
+    path = tmp_path / "log.db"
+    probe = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except BlockingIOError: sys.exit(3)"
+    )
+
+    async def locked_for_another_process() -> bool:
+        done = await anyio.run_process([sys.executable, "-c", probe, str(path)], check=False)
+        return done.returncode == 3
+
+    async with EventLog.open(path) as log:
+        await log.append(ticks(2))
+        assert await locked_for_another_process()
+        for _ in range(3):
+            async with EventLog.open(path, readonly=True) as reader:
+                assert await reader.count() == 2
+            with sqlite(path) as conn:
+                conn.execute("SELECT count(*) FROM events").fetchone()
+            os.close(os.open(path, os.O_RDONLY))
+        assert await locked_for_another_process()
+        with pytest.raises(LogInUse):
+            async with EventLog.open(path):
+                pass
+        assert await log.append(ticks(1, start=2)) == [3]
+    assert not await locked_for_another_process()
+
+
+async def test_a_note_left_by_a_killed_writer_blocks_nothing_and_is_not_believed(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "log.db"
     async with EventLog.open(path) as log:
         await log.append(ticks(2))
-    (tmp_path / "log.db-lock").write_text("4194303\n")  # no process holds it
+    note(path).write_text("4194303\n")  # no process holds it
     async with EventLog.open(path) as log:
-        assert (tmp_path / "log.db-lock").read_text() == f"{os.getpid()}\n"
+        assert note(path).read_text() == f"{os.getpid()}\n"
         assert log.last_seq == 2
+    note(path).write_text("4194303\n")
+    os.link(path, tmp_path / "link.db")
+    async with EventLog.open(tmp_path / "link.db"):
+        with pytest.raises(LogInUse) as caught:
+            async with EventLog.open(path):
+                pass
+        assert str(caught.value) == f"{path}: in use by another writer"
+
+
+async def test_a_new_log_is_owner_only_with_its_wal_and_shm_and_an_old_one_keeps_its_mode(
+    tmp_path: Path,
+) -> None:
+    def modes(*paths: Path) -> list[str]:
+        return [oct(p.stat().st_mode & 0o777) for p in paths]
+
+    path = tmp_path / "log.db"
+    files = [path, tmp_path / "log.db-wal", tmp_path / "log.db-shm", tmp_path / "log.db-writer"]
+    umask = os.umask(0o022)
+    try:
+        async with EventLog.open(path) as log:
+            await log.append(ticks(2))
+            assert modes(*files) == ["0o600"] * 4
+        path.chmod(0o640)
+        async with EventLog.open(path) as log:
+            await log.append(ticks(1, start=2))
+            assert modes(*files[:3]) == ["0o640"] * 3
+    finally:
+        os.umask(umask)
 
 
 async def test_a_bad_file_gets_no_lock_file_beside_it(tmp_path: Path) -> None:
