@@ -13,6 +13,7 @@ the file, ready for a CLI to print.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sqlite3
@@ -58,6 +59,11 @@ READ_BATCH: Final = 5_000
 # link and log to the WAL per row) and made reading faster too. The price, a whole page
 # written to the WAL by a commit of one small event, is a memory copy.
 PAGE_SIZE: Final = 65_536
+# Failures of the storage rather than of the file or the caller: what freeing space or a
+# recovered device may fix (SQLite reports ENOSPC as SQLITE_FULL, other failed writes, EFBIG
+# among them, as SQLITE_IOERR).
+_STORAGE_CODES: Final = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR})
+_STORAGE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 
 
 class LogError(Exception):
@@ -78,6 +84,12 @@ class SchemaTooOld(LogError):
 
 class LogInUse(LogError):
     """Another open log, in this process or another, is writing the same file."""
+
+
+class LogStorageError(LogError):
+    """The storage under the log failed: the disk is full, or an I/O error. Unlike the other
+    LogErrors this is no fault of the file or of the caller: nothing was written, and the
+    same call may succeed once there is room again (a retry, or a restart)."""
 
 
 class CorruptLog(LogError):
@@ -322,7 +334,7 @@ class EventLog:
             except Exception as exc:
                 self.stats.failed_transactions += 1
                 await self._recover(writer)
-                raise LogError(
+                raise _error_class(exc)(
                     f"{self._name}: appending seq {first}..{next_seq - 1} failed: {exc}"
                 ) from exc
         self._last_seq = next_seq - 1
@@ -512,7 +524,8 @@ def _prepare(
                 try:
                     apply_migrations(conn, migrations)
                 except MigrationError as exc:
-                    raise LogError(f"{name}: {exc}") from exc
+                    # One that failed for want of room is no fault of the migration.
+                    raise _error_class(exc.__cause__ or exc)(f"{name}: {exc}") from exc
             missing = _TABLES - _tables(conn)
             if missing:
                 raise NotALog(f"{name}: not a kbatchd log (no table {', '.join(sorted(missing))})")
@@ -553,7 +566,7 @@ class _WriterLock:
         try:
             fd = os.open(name, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise LogError(f"{name}: cannot open: {exc.strerror}") from None
+            raise _error_class(exc)(f"{name}: cannot open: {exc.strerror}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -620,7 +633,7 @@ def _check_file(name: str, readonly: bool) -> None:
     except IsADirectoryError:
         raise LogError(f"{name}: is a directory, not a log file") from None
     except OSError as exc:
-        raise LogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise _error_class(exc)(f"{name}: cannot read: {exc.strerror or exc}") from None
     # An empty file is an empty database to SQLite: a new log when opened read-write.
     if header and header != _SQLITE_MAGIC:
         raise NotALog(f"{name}: not a kbatchd log (not an SQLite database)")
@@ -732,4 +745,14 @@ def _translate(name: str, doing: str) -> Iterator[None]:
             raise NotALog(f"{name}: not a kbatchd log ({exc})") from exc
         if code == sqlite3.SQLITE_CORRUPT:
             raise CorruptLog(f"{name}: log is corrupt ({exc}) while {doing}") from exc
-        raise LogError(f"{name}: {exc} while {doing}") from exc
+        raise _error_class(exc)(f"{name}: {exc} while {doing}") from exc
+
+
+def _error_class(exc: BaseException) -> type[LogError]:
+    """`LogStorageError` for a failure of the storage (SQLite's full disk or I/O error, or
+    the same errno from the OS), `LogError` for anything else."""
+    if isinstance(exc, sqlite3.Error):
+        storage = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _STORAGE_CODES
+    else:
+        storage = isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
+    return LogStorageError if storage else LogError

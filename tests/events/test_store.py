@@ -35,6 +35,7 @@ from events.store import (
     EventLog,
     LogError,
     LogInUse,
+    LogStorageError,
     NotALog,
     SchemaTooNew,
 )
@@ -844,6 +845,29 @@ async def test_a_new_log_is_owner_only_with_its_wal_and_shm_and_an_old_one_keeps
             assert modes(*files[:3]) == ["0o640"] * 3
     finally:
         os.umask(umask)
+
+
+async def test_a_full_database_fails_an_append_as_storage_and_the_log_goes_on(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.db"
+    big = [Tick(at=i) for i in range(20_000)]
+    async with EventLog.open(path) as log:
+        await log.append(ticks(2))
+        # What a full disk answers, without one: SQLITE_FULL past the page limit.
+        writer = log._writer
+        assert writer is not None
+        (pages,) = (await writer.execute_fetchall("PRAGMA page_count"))[0]
+        await writer.execute(f"PRAGMA max_page_count = {pages}")
+        with pytest.raises(LogStorageError) as caught:
+            await log.append(big)
+        assert str(caught.value) == (
+            f"{path}: appending seq 3..20002 failed: database or disk is full"
+        )
+        await writer.execute("PRAGMA max_page_count = 4294967294")
+        assert await log.append(big) == list(range(3, 20_003))
+    async with EventLog.open(path, readonly=True) as log:
+        assert [s for s, _ in await read_all(log)] == list(range(1, 20_003))
 
 
 async def test_a_bad_file_gets_no_lock_file_beside_it(tmp_path: Path) -> None:
