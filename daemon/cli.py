@@ -27,12 +27,16 @@ from events.replay import (
 )
 from events.schema import STARTED_REF, Started
 from events.state import TABLES
-from events.store import EventLog, LogError
+from events.store import EventLog, LogError, LogStorageError
 
 if TYPE_CHECKING:  # imported when --verify runs: the reconcilers are not loaded for the rest
     from daemon.verify import Divergence, Run
 
 EXIT_USAGE = 2
+# The storage under the log failed (a full disk, an I/O error): one line, and an exit code
+# that systemd restarts on, since a restart may well succeed. A running daemon rides such
+# failures out itself; this is what a start meets, or a stop while the log takes nothing.
+EXIT_STORAGE = 1
 
 
 class CliError(Exception):
@@ -41,10 +45,11 @@ class CliError(Exception):
 
 # Errors that are the user's to fix: one line on stderr, exit code 2, nothing started (or,
 # for the cluster configuration, nothing acted on). systemd does not restart on them
-# (RestartPreventExitStatus=2): a restart cannot fix a configuration. (A taken health port
-# and impossible tracing settings are ConfigErrors too, and so is an unusable kubeconfig:
-# `daemon.kube.api.ConfigError`, a subclass, so that commands that never reach a cluster do not
-# import the Kubernetes client to name it.)
+# (RestartPreventExitStatus=2): a restart cannot fix a configuration, nor a log that another
+# daemon writes. (A taken health port and impossible tracing settings are ConfigErrors too,
+# and so is an unusable kubeconfig: `daemon.kube.api.ConfigError`, a subclass, so that
+# commands that never reach a cluster do not import the Kubernetes client to name it.) One
+# LogError is not the user's: LogStorageError, which exits EXIT_STORAGE.
 USER_ERRORS = (LogError, CliError, ConfigError)
 
 
@@ -168,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:
         # Messages may quote a kubeconfig (the client's errors do): never print its secrets.
         print(f"kbatchd: {redact_text(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_STORAGE if isinstance(exc, LogStorageError) else EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover

@@ -1,8 +1,9 @@
 """Health and metrics over HTTP (aiohttp, already a dependency of the Kubernetes client).
 
 - ``/healthz``: the process is alive — its main loop (the pump) has turned recently.
-- ``/readyz``: the watches have listed everything, the log took an append recently, and the
-  daemon knows its role (leader, or standby behind another holder of the Lease).
+- ``/readyz``: the watches have listed everything, the log took an append recently (and the
+  last one tried: ``log_error`` says why not), and the daemon knows its role (leader, or
+  standby behind another holder of the Lease).
 - ``/metrics``: the OpenTelemetry metrics in the Prometheus text format.
 
 Both probes answer 200 or 503 with a small JSON body saying which check failed.
@@ -33,6 +34,9 @@ class Observed(Protocol):
 
     @property
     def appended_at(self) -> float: ...
+
+    @property
+    def log_error(self) -> str: ...
 
     def is_synced(self) -> bool: ...
 
@@ -85,7 +89,10 @@ class HealthServer:
             # Clusters not listed yet in this run: their objects are not decided meanwhile.
             "unsynced_clusters": daemon.unsynced_clusters(),
             "log_writable": bool(daemon.appended_at)
+            and not daemon.log_error
             and time.monotonic() - daemon.appended_at < self.stale_after,
+            # Why the last append failed (a full disk, say); null while the log takes them.
+            "log_error": daemon.log_error or None,
             "role": daemon.role,
         }
         checks["ready"] = bool(

@@ -126,7 +126,10 @@ async def _announce(daemon: Daemon, notifier: Notifier) -> None:
 
 
 def systemd_status(daemon: Daemon) -> str:
-    """The daemon's STATUS= line for systemd: its role, and any cluster it has not synced."""
+    """The daemon's STATUS= line for systemd: its role, and any cluster it has not synced; or
+    that it cannot write its log."""
+    if daemon.log_error:
+        return f"not acting: cannot append to the log ({daemon.log_error}); trying again"
     role = {"leader": "acting", "standby": "standby (another holds the lease)"}.get(
         daemon.role, daemon.role
     )

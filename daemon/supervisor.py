@@ -16,6 +16,12 @@ truth, never repeating blindly).
 Acting begins once every cluster has listed, or after `cluster_sync_wait_seconds` with the
 clusters that have: one unreachable cluster does not hold up the others. Until a cluster has
 listed in this run its keys are not decided; when it does, it joins and they all are.
+
+An append the storage refuses (a full disk, an I/O error) does not end the daemon: the pump
+appends the same events again, with back-off, until they commit. Meanwhile it folds and
+decides nothing, no decision is carried out, the daemon is not ready (`log_error`), and what
+arrives waits: in the pump's channel, then in the watches (an API server that no longer has
+the history a watch would resume from answers 410, and the informer lists again).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from events.objects import SlimObject
 from events.replay import rebuild
 from events.schema import Decided, Event, Observed, Outcome, Tick
 from events.state import State, encode_state, snapshot_due
-from events.store import EventLog
+from events.store import EventLog, LogStorageError
 
 log = structlog.get_logger("kbatchd")
 
@@ -66,6 +72,9 @@ log = structlog.get_logger("kbatchd")
 # gang benchmark: producers blocked, and woke, far more often.
 CHANNEL: Final = 4096
 BATCH: Final = 5000
+# Seconds between attempts at an append the storage refused. The cap stays below the health
+# endpoint's staleness (10 s): the pump waits on purpose and is still alive.
+LOG_RETRY: Final = (0.5, 5.0)
 
 Role = Literal["starting", "leader", "standby"]
 # What the actuator gets: the term it was decided in, the decision's seq, the decision, and
@@ -139,6 +148,11 @@ class Daemon:
         # Liveness, on the monotonic clock: when the pump last turned and last appended.
         self.pumped_at = time.monotonic()
         self.appended_at = 0.0
+        # Why the log takes no append ("" while it does), and an event set while it does:
+        # decisions are carried out only then, so that their outcomes can be logged.
+        self.log_error = ""
+        self._log_writable = anyio.Event()
+        self._log_writable.set()
         self.metrics.gauge("kbatchd.queue.depth", "Items waiting, by queue", self._depths)
         self.metrics.gauge(
             "kbatchd.leader",
@@ -579,8 +593,7 @@ class Daemon:
         if not events:
             return dirty
         began = now_ns() if trace is not None else 0
-        seqs = await event_log.append(events)
-        self.appended_at = time.monotonic()
+        seqs = await self._logged(event_log, events)
         state = self.state
         if trace is None:
             for seq, event in zip(seqs, events, strict=True):
@@ -600,6 +613,38 @@ class Daemon:
                     self._note_outcome(event)
         self._measure(events)
         return dirty
+
+    async def _logged(self, event_log: EventLog, events: Sequence[Event]) -> list[int]:
+        """Append `events` and return their seqs once committed. An append the storage
+        refuses is made again, with back-off, until it commits (see the module's doc); only
+        a stop gives up, with the error."""
+        backoff: Backoff | None = None
+        while True:
+            try:
+                seqs = await event_log.append(events)
+            except LogStorageError as exc:
+                if self.stopping:
+                    raise
+                if backoff is None:
+                    backoff = Backoff(*LOG_RETRY)
+                    self._log_writable = anyio.Event()
+                self.log_error = str(exc)
+                delay = backoff.next_delay()
+                log.error(
+                    "cannot append to the log; not acting until it takes the events",
+                    error=self.log_error,
+                    retry_in=round(delay, 2),
+                )
+                self.pumped_at = time.monotonic()
+                await anyio.sleep(delay)
+                self.pumped_at = time.monotonic()
+                continue
+            self.appended_at = time.monotonic()
+            if backoff is not None:
+                self.log_error = ""
+                self._log_writable.set()
+                log.info("log writable again; acting", seq=seqs[-1])
+            return seqs
 
     def _measure(self, events: list[Event]) -> None:
         counts: dict[str, int] = {}
@@ -690,8 +735,7 @@ class Daemon:
         decisions = [v.event for v in verdicts if v.event is not None]
         if not decisions:
             return
-        seqs = await event_log.append(decisions)
-        self.appended_at = time.monotonic()
+        seqs = await self._logged(event_log, decisions)
         self.metrics.decided(decisions)
         for seq, event in zip(seqs, decisions, strict=True):
             fold(self.state, seq, event)
@@ -708,7 +752,12 @@ class Daemon:
         if snapshot_due(self.state, self._since_snapshot, settings.snapshot_every):
             self._since_snapshot = 0
             seq, body = self.state.seq, encode_state(self.state)
-            removed = await event_log.save_snapshot(seq, body, keep=settings.keep_snapshots)
+            try:
+                removed = await event_log.save_snapshot(seq, body, keep=settings.keep_snapshots)
+            except LogStorageError as exc:
+                # A snapshot only saves folding: the next one is due `snapshot_every` on.
+                log.warning("snapshot not saved", seq=seq, error=str(exc))
+                return
             log.info("snapshot saved", seq=seq, bytes=len(body), removed=removed)
 
     async def _carry_out(self, actuator: Actuator, term: int) -> None:
@@ -727,6 +776,8 @@ class Daemon:
             except anyio.EndOfStream:
                 return
             if action_term == term:
+                if not self._log_writable.is_set():
+                    await self._log_writable.wait()
                 await actuator.execute(seq, decision, context)
 
     async def _act(self, actuator: Actuator) -> None:

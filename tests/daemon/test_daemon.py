@@ -4,8 +4,11 @@ server deals out."""
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 from collections import Counter
@@ -14,6 +17,7 @@ from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio.lowlevel
 import pytest
 from kubernetes_asyncio import client
@@ -23,10 +27,12 @@ from daemon.config import load
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import JOBS, PODS
-from events.schema import Decided, Observed, Resynced, Started, Tick
-from tests.backends import on_cluster, real_params
+from events.intents import Create
+from events.schema import Decided, Observed, Outcome, Resynced, Started, Tick
+from tests.backends import SIM, on_cluster, real_params
 from tests.daemon.embedded import job
 from tests.processes import (
+    assert_reproduced,
     daemon_config,
     eventually,
     kube_client,
@@ -256,45 +262,144 @@ async def test_events_folded_at_start_count_towards_the_next_snapshot(tmp_path: 
         assert len(snapshot_seqs(log)) == 1
 
 
-async def test_a_log_that_cannot_grow_stops_the_daemon_with_one_line_and_loses_nothing(
+async def _pods_of(core: client.CoreV1Api, job: str, namespace: str) -> list[Any]:
+    return list((await core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")).items)
+
+
+RETRYING = "cannot append to the log; not acting until it takes the events"
+
+
+def _copy_of_log(directory: Path, into: Path) -> Path:
+    """A copy of the log ``kbatchd.db`` in `directory`, which a daemon may be writing: its
+    WAL copied after the database, so that the copy holds a prefix of the commits (a frame
+    torn by the copy fails its checksum, and what follows it is not read)."""
+    into.mkdir()
+    for name in ("kbatchd.db", "kbatchd.db-wal"):
+        shutil.copyfile(directory / name, into / name)
+    return into / "kbatchd.db"
+
+
+def _fill(path: Path) -> None:
+    """Write `path` until its filesystem is full."""
+    chunk = bytes(1 << 20)
+    with path.open("wb", buffering=0) as file:
+        while True:
+            try:
+                file.write(chunk)
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    return
+                raise
+
+
+async def test_a_full_disk_stops_the_acting_until_there_is_room_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
-    async with _cluster_and_config(tmp_path) as (sim, config):
-        log = tmp_path / "kbatchd.db"
-        created: list[str] = []
-        async with spawn(
-            "daemon", "run", "--config", str(config), file_size_limit=2 << 20
-        ) as daemon:
+    if reason := private_mounts():
+        pytest.skip(f"needs a tmpfs of its own (unshare -rm): {reason}")
+    async with on_cluster(SIM, tmp_path) as cluster:
+        disk = tmp_path / "disk"
+        disk.mkdir()
+        config = cluster.daemon_config(tmp_path)
+        tmpfs = ("-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk))
+        async with (
+            spawn(
+                "daemon", "run", "--config", str(config), "--log", f"{disk}/kbatchd.db", mount=tmpfs
+            ) as daemon,
+            kube_client(cluster.admin) as api,
+            aiohttp.ClientSession() as session,
+        ):
             await daemon.wait_for(lambda line: '"synced"' in line)
-            # Pods until the log cannot take their events: the limit stands for a full disk.
-            for i in range(20_000):
-                if daemon.process.returncode is not None:
-                    break
-                pod = _unbound_pod(f"filler-{i}")
-                pod["metadata"]["annotations"]["kbatchd.dev/filler"] = "x" * 400  # type: ignore[index]
-                sim.registry.create(PODS, "default", pod)
-                created.append(f"filler-{i}")
-                if i % 50 == 49:
-                    await anyio.lowlevel.checkpoint()  # let the API server send them
-            assert await daemon.wait(within=30) == 2
-        assert re.fullmatch(
-            rf"kbatchd: {re.escape(str(log))}: appending seq \d+\.\.\d+ failed: .+",
-            daemon.stderr[-1],
-        ), daemon.output()
-        assert len(daemon.stderr) == 1, daemon.output()  # one line, no traceback
-        # Every event committed before the failure is there, in order and decodable.
-        kept = await logged_events(log)
-        assert [seq for seq, _ in kept] == list(range(1, len(kept) + 1))
-        logged_before = {e.name for _, e in kept if isinstance(e, Observed) and e.kind == "Pod"}
-        assert logged_before < set(created)
-        # Room again: a restart lists the cluster and logs every pod the failure missed.
-        async with running_daemon(config) as daemon:
+            url = json.loads(await daemon.wait_for(lambda line: '"health serving"' in line))["url"]
+            # The log on the daemon's own tmpfs, as the test sees it.
+            seen = Path(f"/proc/{daemon.process.pid}/root{disk}")
+            core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+
+            async def readiness(status: int) -> dict[str, Any] | None:
+                async with session.get(f"{url}/readyz") as response:
+                    body: dict[str, Any] = await response.json()
+                    return body if response.status == status else None
+
+            await eventually(lambda: readiness(200), what="/readyz 200")
+            await anyio.to_thread.run_sync(_fill, seen / "filler")
+            body = await eventually(lambda: readiness(503), what="/readyz 503 on a full disk")
+            assert body["log_writable"] is False
+            assert re.fullmatch(
+                rf"{re.escape(f'{disk}/kbatchd.db')}: appending seq \d+\.\.\d+ failed: "
+                "database or disk is full",
+                body["log_error"],
+            ), body
+            await batch.create_namespaced_job(cluster.namespace, job("waits", parallelism=2))
+            # The daemon sees the Job and cannot log it: a few more attempts, and no pod.
+            failures = len(daemon.lines(RETRYING))
+
+            async def tried_again() -> bool:
+                return len(daemon.lines(RETRYING)) >= failures + 2
+
+            await eventually(tried_again, what="two more attempts at the append")
+            assert await _pods_of(core, "waits", cluster.namespace) == []
+            # Waiting on purpose is no stuck loop: alive, so neither probe nor watchdog kills it.
+            async with session.get(f"{url}/healthz") as response:
+                assert response.status == 200
+            (seen / "filler").unlink()
+
+            async def complete() -> bool:
+                found = await batch.read_namespaced_job("waits", cluster.namespace)
+                conditions = found.status.conditions or []
+                return any(c.type == "Complete" and c.status == "True" for c in conditions)
+
+            await eventually(complete, within=60, what="the Job Complete once there is room")
+            body = await eventually(lambda: readiness(200), what="/readyz 200 again")
+            assert body["log_error"] is None
+            assert len(daemon.lines("log writable again; acting")) == 1
+            # Read from a copy: SQLite resolves /proc/PID/root, a symlink, to our own root.
+            copy = await anyio.to_thread.run_sync(_copy_of_log, seen, tmp_path / "copy")
+            events = await logged_events(copy)
+            pods = {p.metadata.name for p in await _pods_of(core, "waits", cluster.namespace)}
             daemon.send_signal(signal.SIGTERM)
-            assert await daemon.wait(within=10) == 0
-        after = await logged_events(log)
-        assert after[: len(kept)] == kept
-        logged = {e.name for _, e in after if isinstance(e, Observed) and e.kind == "Pod"}
-        assert logged == set(created)
+            assert await daemon.wait(within=20) == 0
+    assert [seq for seq, _ in events] == list(range(1, len(events) + 1))
+    assert sum(isinstance(e, Started) for _, e in events) == 1  # one process throughout
+    # Every pod the daemon made came of a decision committed before it was carried out, after
+    # the Job itself was logged.
+    (job_added,) = [
+        seq
+        for seq, e in events
+        if isinstance(e, Observed) and e.kind == "Job" and e.change == "ADDED"
+    ]
+    decided = {seq: e for seq, e in events if isinstance(e, Decided)}
+    created: dict[str, int] = {}
+    for seq, event in events:
+        if isinstance(event, Outcome) and event.ok and event.code == 201:
+            intent = decided[event.decision].intents[event.index]
+            if isinstance(intent, Create) and intent.kind == "Pod":
+                assert job_added < event.decision < seq
+                created[intent.name] = event.decision
+    assert len(pods) == 2
+    assert set(created) == pods
+    assert await assert_reproduced(copy) > 0
+
+
+async def test_a_start_on_a_full_disk_exits_1_for_systemd_to_restart_with_one_line(
+    tmp_path: Path,
+) -> None:
+    if reason := private_mounts():
+        pytest.skip(f"needs a tmpfs of its own (unshare -rm): {reason}")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    # The daemon reads its log before it reaches any cluster (this one has none to reach).
+    config = tmp_path / "kbatchd.toml"
+    config.write_text(
+        '[[clusters]]\nname = "c"\nkubeconfig = "/no/such/kubeconfig"\n[health]\naddress = ""\n'
+    )
+    log = f"{disk}/kbatchd.db"
+    # Too small for the new log's first pages.
+    tmpfs = ("-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk))
+    async with spawn("daemon", "run", "--config", str(config), "--log", log, mount=tmpfs) as daemon:
+        assert await daemon.wait(within=30) == 1  # not 2: RestartPreventExitStatus=2
+    assert daemon.stderr == [
+        f"kbatchd: {log}: migration 0001_init.sql failed: database or disk is full"
+    ], daemon.output()
 
 
 async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_goes_on(

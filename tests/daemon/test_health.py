@@ -34,6 +34,7 @@ class FakeDaemon:
         self.role = "starting"
         self.pumped_at = time.monotonic()
         self.appended_at = 0.0
+        self.log_error = ""
         self.synced = False
         self.unsynced: list[str] = []
 
@@ -78,6 +79,7 @@ async def test_ready_only_when_synced_writing_and_knowing_its_role() -> None:
                     "synced": True,
                     "unsynced_clusters": [],
                     "log_writable": True,
+                    "log_error": None,
                     "role": role,
                     "ready": True,
                 },
@@ -89,6 +91,20 @@ async def test_ready_only_when_synced_writing_and_knowing_its_role() -> None:
         daemon.appended_at = time.monotonic() - 60
         status, body = await _get(session, f"{url}/readyz")
         assert (status, body["log_writable"]) == (503, False)
+
+
+async def test_not_ready_while_the_log_takes_no_append_saying_why() -> None:
+    daemon = FakeDaemon()
+    daemon.synced, daemon.role = True, "leader"
+    daemon.appended_at = time.monotonic()  # the last success was just now
+    daemon.log_error = "LOG: appending seq 7..9 failed: database or disk is full"
+    async with serving(daemon) as (url, session):
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["ready"], body["log_writable"]) == (503, False, False)
+        assert body["log_error"] == daemon.log_error
+        daemon.log_error = ""
+        status, body = await _get(session, f"{url}/readyz")
+        assert (status, body["log_error"]) == (200, None)
 
 
 async def test_alive_while_the_main_loop_turns() -> None:
