@@ -435,6 +435,8 @@ async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_g
             async with spawn("daemon", "run", "--config", str(config)) as second:
                 assert await second.wait(within=30) == 2
             assert second.stderr == [f"kbatchd: {log}: in use by another writer"]
+            async with spawn("replay", "replay", str(log)) as replay:  # readers take no lock
+                assert await replay.wait(within=60) == 0, replay.output()
             # The first still logs what it sees and decides.
             sim.registry.create(PODS, "default", _pod("after"))
             sim.registry.create(JOBS, "default", job("after"))
