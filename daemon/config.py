@@ -10,11 +10,29 @@ import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
+from daemon.placement.validation import level_problem
+from daemon.reconcilers.jobsetvalidation import MANAGED_BY
 from events.topology import DEFAULT_LEVELS
+
+# Every duration and count has an upper bound, and that bound is what refuses TOML's `inf`
+# (the lower bounds already refuse `nan` and `-inf`): an endless value would pass a lower
+# bound alone and then overflow the milliseconds the reconcilers count in, or stop a timer
+# for good. A week is longer than any timeout, period or back-off kbatchd has a use for.
+MAX_SECONDS: Final = 7 * 24 * 3600
+MAX_COUNT: Final = 2**31 - 1
+
+# The kinds of value; a key with its own reason for a tighter bound spells it out.
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
+SecondsOrOff = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]  # 0: never, or at once
+WholeSeconds = Annotated[int, msgspec.Meta(ge=1, le=MAX_SECONDS)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+# A spec.managedBy value: the API's rule, a domain-prefixed path of at most 63 characters (the
+# pattern is checked in `_problems`, to say so in words).
+ManagedBy = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
 
 
 class ConfigError(Exception):
@@ -39,16 +57,16 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Off: kbatchd runs no Job (each controller can be turned off on its own).
     enabled: bool = True
     # Jobs whose spec.managedBy equals this are kbatchd's; every other Job is left alone.
-    managed_by: str = "kbatchd.dev/job-controller"
+    managed_by: ManagedBy = "kbatchd.dev/job-controller"
     # Treat a pod terminating this long on a NotReady node as failed (0 = never, upstream).
-    stuck_terminating_after_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0
+    stuck_terminating_after_seconds: SecondsOrOff = 0
     # Pod re-creation back-off after failures: base doubling per failure up to the cap (the
     # upstream controller's 10 s and 10 min).
-    backoff_base_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    backoff_base_seconds: Seconds = 10.0
+    backoff_max_seconds: Seconds = 600.0
     # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
     # upstream); rises and every other status change are written at once.
-    ready_decrease_grace_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    ready_decrease_grace_seconds: SecondsOrOff = 10.0
 
 
 class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -57,15 +75,15 @@ class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
     # A group whose ready (or succeeded) pods have not reached minCount this long after it was
     # bound is evicted as a whole and requeued (0 = never). Kueue's waitForPodsReady default.
-    ready_timeout_seconds: Annotated[float, msgspec.Meta(ge=0)] = 1800.0
+    ready_timeout_seconds: SecondsOrOff = 1800.0
     # Requeue back-off after the n-th eviction: base x 2^(n-1), capped (Kueue's defaults).
-    backoff_base_seconds: Annotated[float, msgspec.Meta(gt=0)] = 60.0
-    backoff_max_seconds: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    backoff_base_seconds: Seconds = 60.0
+    backoff_max_seconds: Seconds = 3600.0
     # Evictions after which a group is no longer requeued (0 = requeue for ever).
-    max_evictions: Annotated[int, msgspec.Meta(ge=0)] = 0
+    max_evictions: Count = 0
     # A group that does not fit is decided again after 1 s, doubling up to this; capacity
     # released on its cluster wakes it sooner.
-    retry_max_seconds: Annotated[float, msgspec.Meta(ge=1)] = 60.0
+    retry_max_seconds: Annotated[float, msgspec.Meta(ge=1, le=MAX_SECONDS)] = 60.0
     # The level each unit of a role-ratio Workload stays inside; empty = the level above the
     # lowest (the rack in block/rack/host). A Workload may override it by annotation.
     ratio_level: str = ""
@@ -75,7 +93,7 @@ class JobSetSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     enabled: bool = True
     # JobSets whose spec.managedBy equals this are kbatchd's; every other JobSet is left alone.
     # Their child Jobs carry [reconcilers.job] managed_by, so kbatchd runs them too.
-    managed_by: str = "kbatchd.dev/jobset-controller"
+    managed_by: ManagedBy = "kbatchd.dev/jobset-controller"
 
 
 class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -85,36 +103,36 @@ class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    # How often a Tick event moves the clock of the log (timeouts, back-off).
-    tick_seconds: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    # How often a Tick event moves the clock of the log (timeouts, back-off). At most 10 s: the
+    # watchdog (3 ticks against the unit's WatchdogSec=30s) and /healthz's staleness (5 ticks)
+    # are counted in ticks.
+    tick_seconds: Annotated[float, msgspec.Meta(gt=0, le=10)] = 1.0
     # Save a snapshot of folded state every this many events (restart and replay start there),
     # or every `events.state.SNAPSHOT_EVENTS_PER_OBJECT` per object of the state when more.
-    snapshot_every: Annotated[int, msgspec.Meta(ge=1000)] = 50_000
+    snapshot_every: Annotated[int, msgspec.Meta(ge=1000, le=MAX_COUNT)] = 50_000
     # Snapshots kept in the log, the newest; older ones are removed as a new one is saved
     # (each is a whole copy of the state). 0: keep every snapshot.
-    keep_snapshots: Annotated[int, msgspec.Meta(ge=0)] = 8
+    keep_snapshots: Count = 8
     # Reconcile passes start at most this often (seconds): events arriving in between join the
     # next pass, so a busy daemon makes fewer, larger passes. 0: a pass for every batch.
     pass_interval_seconds: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.02
     # How many API calls the actuator makes at once.
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
     # Server-side watch timeout range in seconds (client-go picks 5 to 10 minutes).
-    watch_timeout_seconds: tuple[int, int] = (300, 600)
+    watch_timeout_seconds: tuple[WholeSeconds, WholeSeconds] = (300, 600)
     # No bytes on a watch for this long means a dead connection (bookmarks come every 60 s).
-    watch_inactivity_seconds: Annotated[float, msgspec.Meta(gt=0)] = 70.0
+    watch_inactivity_seconds: Seconds = 70.0
     # How long the daemon waits for every cluster's first list before it acts on the clusters
     # that have listed (0: act as soon as one has); a cluster that lists later joins then.
-    cluster_sync_wait_seconds: Annotated[float, msgspec.Meta(ge=0)] = 60.0
+    cluster_sync_wait_seconds: SecondsOrOff = 60.0
     # How often each cluster's API discovery is read again: a CRD installed or an API turned on
     # is watched from the next read on, without a restart.
-    discovery_seconds: Annotated[float, msgspec.Meta(ge=1)] = 30.0
+    discovery_seconds: Annotated[float, msgspec.Meta(ge=1, le=MAX_SECONDS)] = 30.0
     # How long SIGTERM waits for in-flight API calls before leaving them to the next start.
     drain_seconds: Annotated[float, msgspec.Meta(gt=0, le=9)] = 7.0
     # A key whose intents failed is decided again after a back-off that doubles from the first
     # value up to the second (seconds), so a decision that keeps failing is retried slowly.
-    retry_backoff_seconds: tuple[
-        Annotated[float, msgspec.Meta(gt=0)], Annotated[float, msgspec.Meta(gt=0)]
-    ] = (1.0, 60.0)
+    retry_backoff_seconds: tuple[Seconds, Seconds] = (1.0, 60.0)
 
 
 class LeaderElection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -128,9 +146,9 @@ class LeaderElection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # This daemon's holderIdentity; empty means hostname_pid_random (unique per process).
     identity: str = ""
     # client-go's defaults (controller-runtime): 15 s lease, 10 s renew deadline, 2 s retry.
-    lease_duration_seconds: Annotated[int, msgspec.Meta(ge=1)] = 15
-    renew_deadline_seconds: Annotated[float, msgspec.Meta(gt=0)] = 10.0
-    retry_period_seconds: Annotated[float, msgspec.Meta(ge=0.1)] = 2.0
+    lease_duration_seconds: WholeSeconds = 15
+    renew_deadline_seconds: Seconds = 10.0
+    retry_period_seconds: Annotated[float, msgspec.Meta(ge=0.1, le=MAX_SECONDS)] = 2.0
 
 
 class Health(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -188,6 +206,9 @@ def load(path: Path | None) -> Settings:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:
+        # tomllib parses nested arrays and tables recursively.
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     try:
         settings = msgspec.convert(raw, Settings)
     except msgspec.ValidationError as exc:
@@ -218,6 +239,23 @@ def _problems(settings: Settings) -> list[tuple[str, str]]:
                 problems.append(
                     (f"clusters[{index}].kubeconfig", f"unset variable in {cluster.kubeconfig!r}")
                 )
+    level = level_problem(settings.topology.levels)
+    if level is not None:
+        problems.append((f"topology.{level.field}", level.message))
+    for name, section in (
+        ("job", settings.reconcilers.job),
+        ("jobset", settings.reconcilers.jobset),
+    ):
+        if not MANAGED_BY.match(section.managed_by):
+            expected = 'expected a domain-prefixed path such as "acme.io/foo"'
+            problems.append(
+                (f"reconcilers.{name}.managed_by", f"{expected}, got {section.managed_by!r}")
+            )
+    job = settings.reconcilers.job
+    if job.backoff_base_seconds > job.backoff_max_seconds:
+        problems.append(
+            ("reconcilers.job.backoff_base_seconds", "must not exceed backoff_max_seconds")
+        )
     gang = settings.reconcilers.gang
     if gang.backoff_base_seconds > gang.backoff_max_seconds:
         problems.append(

@@ -52,7 +52,7 @@ _LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN: Final = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _RULE_NAME: Final = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-_MANAGED_BY: Final = re.compile(
+MANAGED_BY: Final = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[-A-Za-z0-9_.~!$&'()*+,;=:@/%]+$"
 )
 
@@ -74,7 +74,7 @@ def validate(name: str, spec: JobSetSpec) -> list[Problem]:
     problems += _volume_claims(name, spec)
     problems += _coordinator(name, spec)
     if spec.managed_by is not None:
-        if not _MANAGED_BY.match(spec.managed_by):
+        if not MANAGED_BY.match(spec.managed_by):
             problems.append(
                 ("spec.managedBy", 'must be a domain-prefixed path (such as "acme.io/foo")')
             )
