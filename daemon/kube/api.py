@@ -10,7 +10,10 @@ aiohttp's CPU a request), through a proxy too; the library's own aiohttp session
 from __future__ import annotations
 
 import base64
+import ipaddress
+import re
 import ssl
+import subprocess
 import urllib.parse
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -20,6 +23,8 @@ from typing import Any, Final
 import anyio
 import msgspec
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config import kube_config
+from kubernetes_asyncio.config.exec_provider import ExecProvider
 from yarl import URL
 
 from daemon import config as config_file
@@ -66,6 +71,70 @@ class _Status(msgspec.Struct):
 class ConfigError(config_file.ConfigError):
     """No usable cluster configuration (kubeconfig or in-cluster): a configuration error like
     one of kbatchd's own file, and reported the same way."""
+
+
+# How long a kubeconfig's exec credential plugin (`users[].user.exec`) may take. client-go waits
+# for ever, which suits a person at a terminal; a daemon that waits for ever starts silently
+# never. The plugin is killed when its time is up.
+EXEC_PLUGIN_TIMEOUT_SECONDS: Final = 60.0
+
+
+class _ExecCredential(msgspec.Struct, rename="camel"):
+    api_version: str
+    kind: str
+    status: dict[str, Any]
+
+
+class BoundedExecProvider(ExecProvider):
+    """The library's exec credential plugin, run with a deadline (its own run waits for
+    ever, and a plugin it gave up on would live on): the command, arguments, environment and
+    apiVersion as the library read them from the kubeconfig."""
+
+    timeout: float = EXEC_PLUGIN_TIMEOUT_SECONDS
+
+    async def run(self, previous_response: str | None = None) -> Any:
+        command = self.args[0]
+        info = {"apiVersion": self.api_version, "kind": "ExecCredential"}
+        # A daemon is never interactive, and the plugin gets no stdin to ask on.
+        spec: dict[str, Any] = {"interactive": False}
+        if previous_response:
+            spec["response"] = previous_response
+        exec_info = msgspec.json.encode({**info, "spec": spec}).decode()
+        env = {**self.env, "KUBERNETES_EXEC_INFO": exec_info}
+        try:
+            with anyio.fail_after(self.timeout):
+                done = await anyio.run_process(self.args, env=env, stdin=subprocess.DEVNULL)
+        except TimeoutError:
+            raise config.ConfigException(
+                f"the exec credential plugin {command} gave no credentials within "
+                f"{self.timeout:g} s (killed)"
+            ) from None
+        except subprocess.CalledProcessError as exc:
+            said = " ".join(exc.stderr.decode("utf-8", "replace").split())[-300:]
+            raise config.ConfigException(
+                f"the exec credential plugin {command} exited with {exc.returncode}"
+                + (f": {said}" if said else "")
+            ) from None
+        except OSError as exc:
+            raise config.ConfigException(
+                f"cannot run the exec credential plugin {command}: {exc.strerror or exc}"
+            ) from None
+        try:
+            answer = msgspec.json.decode(done.stdout, type=_ExecCredential)
+        except msgspec.DecodeError as exc:
+            raise config.ConfigException(
+                f"the exec credential plugin {command} printed no ExecCredential: {exc}"
+            ) from None
+        if answer.api_version != self.api_version:
+            raise config.ConfigException(
+                f"the exec credential plugin {command} answered in {answer.api_version}, "
+                f"not {self.api_version}"
+            )
+        return answer.status
+
+
+# The library looks the class up by this name each time it runs a plugin.
+kube_config.ExecProvider = BoundedExecProvider  # type: ignore[attr-defined]
 
 
 async def load_configuration(kubeconfig: str | None, context: str | None) -> client.Configuration:
@@ -124,18 +193,40 @@ def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
     return context
 
 
+_HOST_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def connectable_url(text: str, schemes: tuple[str, ...]) -> tuple[URL, str, int]:
+    """`text` as a URL of one of `schemes`, and its host and port to connect to; ValueError
+    saying what is wrong with it otherwise (never naming a password)."""
+    try:
+        url = URL(text)
+        port = url.port
+    except ValueError as exc:
+        raise ValueError(f"is not a URL ({exc})") from None
+    if url.scheme not in schemes:
+        raise ValueError(f"is not an {' or '.join(f'{s}://' for s in schemes)} URL")
+    host = url.raw_host or ""
+    if ":" in host:  # between brackets: yarl keeps whatever it finds there
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"has an invalid IPv6 address {host!r}") from None
+    elif not _HOST_NAME.match(host):
+        raise ValueError(f"has an invalid host {host!r}")
+    if port is None:
+        raise ValueError("has no port")
+    return url, host, port
+
+
 def connection_pool(configuration: client.Configuration) -> HttpPool:
     """The pool for requests and watches to the configured server, through its proxy if it
     names one."""
-    url = URL(configuration.host or "")
-    if url.scheme not in ("http", "https") or not url.raw_host or url.port is None:
-        raise ConfigError(
-            f"the API server URL {configuration.host!r} is not an http:// or https:// URL"
-        )
+    url, host, port = server_url(configuration)
     limit = configuration.connection_pool_maxsize
     return HttpPool(
-        url.raw_host,
-        url.port,
+        host,
+        port,
         ssl_context=ssl_context(configuration) if url.scheme == "https" else None,
         server_hostname=configuration.tls_server_name,
         # The library's setting: None means no limit.
@@ -147,16 +238,29 @@ def connection_pool(configuration: client.Configuration) -> HttpPool:
 def _proxy(configuration: client.Configuration) -> Proxy:
     """The configured proxy: an http:// URL, its user and password (if any) sent as Basic
     ``Proxy-Authorization``, with the configuration's own proxy headers."""
-    url = URL(configuration.proxy or "")
-    if url.scheme != "http" or not url.raw_host or url.port is None:
-        raise ConfigError(f"the proxy URL {url.with_password(None)!s} is not an http:// URL")
+    try:
+        url, host, port = connectable_url(configuration.proxy or "", ("http",))
+    except ValueError as exc:
+        try:
+            shown = f" {URL(configuration.proxy or '').with_password(None)!s}"
+        except ValueError:
+            shown = ""  # not even a URL: it is not shown, in case it holds a password
+        raise ConfigError(f"the proxy URL{shown} {exc}") from None
     headers = dict(configuration.proxy_headers or {})
     if url.user is not None:
         credentials = f"{url.user}:{url.password or ''}".encode()
         headers["Proxy-Authorization"] = "Basic " + base64.b64encode(credentials).decode()
     for name, value in headers.items():
         _check_header(name, str(value))
-    return Proxy(url.raw_host, url.port, tuple((k, str(v)) for k, v in headers.items()))
+    return Proxy(host, port, tuple((k, str(v)) for k, v in headers.items()))
+
+
+def server_url(configuration: client.Configuration) -> tuple[URL, str, int]:
+    """The configured API server's URL, and its host and port."""
+    try:
+        return connectable_url(configuration.host or "", ("http", "https"))
+    except ValueError as exc:
+        raise ConfigError(f"the API server URL {configuration.host!r} {exc}") from None
 
 
 def _check_header(name: str, value: str) -> None:
@@ -192,9 +296,10 @@ class KubeApi:
         cls, cluster: str, kubeconfig: str | None, context: str | None
     ) -> AsyncIterator[KubeApi]:
         configuration = await load_configuration(kubeconfig, context)
-        if configuration.proxy is None:
-            configuration.proxy = proxy_from_environment(configuration.host)
         try:
+            server_url(configuration)  # before the proxy lookup parses it
+            if configuration.proxy is None:
+                configuration.proxy = proxy_from_environment(configuration.host)
             pool = connection_pool(configuration)
             # The library's client for its configuration and authentication; its own aiohttp
             # session (made here, closed on leaving) carries nothing.

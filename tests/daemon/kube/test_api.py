@@ -6,16 +6,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
 from daemon.kube.api import (
+    BoundedExecProvider,
     ConfigError,
     KubeApi,
     WatchHttpError,
@@ -278,6 +281,36 @@ _NOT_PEM = "bm90IGEgY2VydAo="  # base64 of "not a cert"
             "its TLS certificates or key cannot be loaded: ",
             id="ca-not-pem",
         ),
+        pytest.param(
+            '"https://127.0.0.1:6443"',
+            '"http://[::zz]:x"',
+            "the API server URL 'http://[::zz]:x' is not a URL (",
+            id="not-a-url",
+        ),
+        pytest.param(
+            '"https://127.0.0.1:6443"',
+            '"http://[::zz]:80"',
+            "the API server URL 'http://[::zz]:80' has an invalid IPv6 address '::zz'",
+            id="not-an-ipv6-address",
+        ),
+        pytest.param(
+            '"https://127.0.0.1:6443"',
+            '"https://a b:6443"',
+            "the API server URL 'https://a b:6443' has an invalid host 'a b'",
+            id="a-space-in-the-host",
+        ),
+        pytest.param(
+            '"https://127.0.0.1:6443"',
+            '"https://127.0.0.1:99999"',
+            "the API server URL 'https://127.0.0.1:99999' is not a URL (",
+            id="port-out-of-range",
+        ),
+        pytest.param(
+            '"https://127.0.0.1:6443"',
+            '"https://127.0.0.1:6443", proxy-url: "http://me:secret@[::zz]:x"',
+            "the proxy URL is not a URL (",
+            id="proxy-not-a-url",
+        ),
     ],
 )
 async def test_a_kubeconfig_whose_server_or_certificates_cannot_be_used_is_one_line(
@@ -293,6 +326,7 @@ async def test_a_kubeconfig_whose_server_or_certificates_cannot_be_used_is_one_l
     message = str(caught.value)
     assert message.startswith(f"cannot load cluster configuration from {path}: {detail}")
     assert "\n" not in message
+    assert "secret" not in message
 
 
 _GOOD_KUBECONFIG = """apiVersion: v1
@@ -328,6 +362,75 @@ async def test_an_unusable_kubeconfig_is_one_line_naming_the_file(
     assert message.startswith(f"cannot load cluster configuration from {path}: ")
     assert fragment in message
     assert "\n" not in message
+
+
+def _exec_kubeconfig(path: Path, plugin: str) -> Path:
+    """A kubeconfig whose user's credential comes from the exec plugin `plugin` (a script)."""
+    script = path.parent / "plugin.sh"
+    script.write_text(f"#!/bin/sh\n{plugin}\n")
+    script.chmod(0o755)
+    user = f"{{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {script}}}}}"
+    path.write_text(_GOOD_KUBECONFIG.replace("{token: t}", user))
+    return script
+
+
+_CREDENTIAL = (
+    'echo "$KUBERNETES_EXEC_INFO" > "$(dirname "$0")/info"; '
+    'echo \'{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+    '"status": {"token": "from-the-plugin"}}\''
+)
+
+
+@pytest.mark.anyio
+async def test_an_exec_credential_plugin_gives_the_token(tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    _exec_kubeconfig(path, _CREDENTIAL)
+    configuration = await load_configuration(str(path), None)
+    assert configuration.api_key["BearerToken"] == "Bearer from-the-plugin"
+    info = json.loads((tmp_path / "info").read_text())
+    assert info == {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False},
+    }
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("plugin", "fragment"),
+    [
+        pytest.param(
+            'echo $$ > "$(dirname "$0")/pid"; exec sleep 600',
+            "gave no credentials within 0.5 s (killed)",
+            id="never-answers",
+        ),
+        pytest.param("echo no login >&2; exit 3", "exited with 3: no login", id="fails"),
+        pytest.param("echo hello", "printed no ExecCredential: ", id="prints-something-else"),
+        pytest.param(
+            _CREDENTIAL.replace("/v1", "/v1beta1"),
+            "answered in client.authentication.k8s.io/v1beta1, not client.authentication.k8s.io/v1",
+            id="another-version",
+        ),
+    ],
+)
+async def test_an_exec_credential_plugin_that_gives_none_is_one_line_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plugin: str, fragment: str
+) -> None:
+    monkeypatch.setattr(BoundedExecProvider, "timeout", 0.5)
+    path = tmp_path / "kubeconfig"
+    script = _exec_kubeconfig(path, plugin)
+    with anyio.fail_after(10), pytest.raises(ConfigError) as caught:
+        await load_configuration(str(path), None)
+    message = str(caught.value)
+    assert message.startswith(
+        f"cannot load cluster configuration from {path}: the exec credential plugin {script} "
+    )
+    assert fragment in message
+    assert "\n" not in message
+    pid_file = tmp_path / "pid"
+    if pid_file.exists():  # the plugin given up on is gone, not left running
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), 0)
 
 
 @pytest.mark.anyio
