@@ -622,6 +622,14 @@ def _check_file(name: str, readonly: bool) -> None:
     """Fail early, with a plain message, where SQLite would be vague or would create a file."""
     path = Path(name)
     try:
+        special = path.exists() and not (path.is_file() or path.is_dir())
+    except OSError as exc:
+        raise LogError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if special:
+        # Before opening it: opening a FIFO waits for a writer, for ever.
+        kind = "a FIFO" if path.is_fifo() else "a socket" if path.is_socket() else "a device"
+        raise LogError(f"{name}: is {kind}, not a log file (a regular file)")
+    try:
         with path.open("rb") as file:
             header = file.read(len(_SQLITE_MAGIC))
     except FileNotFoundError:

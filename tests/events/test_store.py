@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import sqlite3
 import sys
 import textwrap
@@ -657,22 +658,37 @@ async def test_a_missing_file_in_read_only(tmp_path: Path) -> None:
     assert names(tmp_path) == []
 
 
+def _fifo(tmp: Path) -> Path:
+    os.mkfifo(tmp / "log.db")
+    return tmp / "log.db"
+
+
+def _socket(tmp: Path) -> Path:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(tmp / "log.db"))
+    return tmp / "log.db"
+
+
 @pytest.mark.parametrize(
     ("make_path", "fragment"),
     [
         (lambda tmp: tmp / "no" / "such" / "dir" / "log.db", "does not exist"),
         (lambda tmp: tmp, "is a directory"),
+        (_fifo, "is a FIFO, not a log file (a regular file)"),
+        (_socket, "is a socket, not a log file (a regular file)"),
+        (lambda tmp: Path(os.devnull), "is a device, not a log file (a regular file)"),
     ],
-    ids=["missing-directory", "directory"],
+    ids=["missing-directory", "directory", "fifo", "socket", "device"],
 )
 async def test_unusable_paths(
     tmp_path: Path, readonly: bool, make_path: Callable[[Path], Path], fragment: str
 ) -> None:
     path = make_path(tmp_path)
+    before = names(tmp_path)
     with pytest.raises(LogError) as info:
         await _open_and_read_everything(path, readonly)
     _check_error(info.value, path, fragment)
-    assert names(tmp_path) == []
+    assert names(tmp_path) == before
 
 
 async def test_new_log_is_stamped(tmp_path: Path) -> None:
