@@ -102,18 +102,27 @@ _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<field>[^`]*)`$")
 _MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]*)`$")
 
 
+_TOO_DEEP = "invalid JSON: nested too deeply"
+
+
 def parse_request(data: bytes | str) -> Request:
     """Decode and check a request document."""
     try:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise RequestError(f"invalid JSON: {_one_line(str(exc))}") from None
+    except RecursionError:
+        # msgspec decodes (and converts) nested arrays and objects recursively, up to
+        # Python's recursion limit.
+        raise RequestError(_TOO_DEEP) from None
     if not isinstance(raw, dict):
         raise RequestError(f"request: expected a JSON object, got {_kind(raw)}")
     try:
         wire = msgspec.convert(raw, RequestWire)
     except msgspec.ValidationError as exc:
         raise RequestError(_describe(str(exc), raw)) from None
+    except RecursionError:
+        raise RequestError(_TOO_DEEP) from None
     return _checked(wire)
 
 

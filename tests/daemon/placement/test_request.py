@@ -276,6 +276,11 @@ MALFORMED: list[tuple[str, dict[str, Any] | str, str]] = [
         "levels[0]: kubernetes.io/hostname may only be the last level",
     ),
     ("invalid JSON", '{"nodes": [', "invalid JSON: Input data was truncated"),
+    (
+        "nested too deeply",
+        '{"nodes": ' + "[" * 100_000 + "]" * 100_000 + ', "podSets": []}',
+        "invalid JSON: nested too deeply",
+    ),
     ("not an object", "[1, 2]", "request: expected a JSON object, got an array"),
 ]
 
