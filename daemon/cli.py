@@ -169,7 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from daemon.demo import fresh_log_path, run_demo
 
-            return eventloop.run(run_demo, fresh_log_path(args.var))
+            try:
+                path = fresh_log_path(args.var)
+            except FileExistsError:
+                raise CliError(f"--var {args.var}: not a directory") from None
+            except OSError as exc:
+                raise CliError(f"--var {args.var}: cannot use it: {exc.strerror or exc}") from None
+            return eventloop.run(run_demo, path)
     except USER_ERRORS as exc:
         # Messages may quote a kubeconfig (the client's errors do): never print its secrets.
         print(f"kbatchd: {redact_text(str(exc))}", file=sys.stderr)
@@ -225,13 +231,18 @@ async def _replay(args: argparse.Namespace) -> int:
 async def _replay_mode(args: argparse.Namespace) -> int:
     if (args.html is not None or args.at is not None) and not args.timeline:
         raise CliError("--html and --at go with --timeline")
+    if args.until is not None and args.from_seq > args.until:
+        raise CliError(f"--from {args.from_seq} is after --until {args.until}: nothing between")
+    for flag, ref in (("--show", args.show), ("--explain", args.explain)):
+        if ref is not None:  # before the replay; an empty one is an error too
+            parse_ref(ref, flag)
     if args.import_jsonl is not None:
         return await _import_jsonl(args)
     if args.verify:
         return await _verify(args)
     async with open_for_replay(args.log, note=_note) as log:
         await _note_until_past_end(log, args)
-        if args.explain:
+        if args.explain is not None:
             return await _explain(log, args)
         if args.timeline:
             return await _timeline(log, args)
@@ -246,7 +257,7 @@ async def _replay_mode(args: argparse.Namespace) -> int:
         )
         for skipped in replayed.skipped:
             _note(skipped.describe(str(args.log)))
-        if args.show:
+        if args.show is not None:
             data = await show(log, replayed, args.show)
             print(_json(data) if args.json else render_show(data))
         else:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -231,6 +232,39 @@ def test_show_errors(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--verify", "--from", "50", "--until", "10"],
+            "kbatchd: --from 50 is after --until 10: nothing between",
+        ),
+        (
+            ["--timeline", "--from", "50", "--until", "10"],
+            "kbatchd: --from 50 is after --until 10: nothing between",
+        ),
+        (["--explain", ""], "kbatchd: --explain: expected KIND/NAMESPACE/NAME, got ''"),
+        (["--show", ""], "kbatchd: --show: expected KIND/NAMESPACE/NAME, got ''"),
+        (["--explain", "Gadget/x/y"], "kbatchd: --explain: unknown kind 'Gadget'"),
+    ],
+    ids=[
+        "verify-from-after-until",
+        "timeline-from-after-until",
+        "empty-explain",
+        "empty-show",
+        "explain-unknown-kind",
+    ],
+)
+def test_replay_arguments_that_select_nothing_are_one_line(
+    log_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    assert main(["replay", str(log_file), *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(message)
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == ""
+
+
 def _not_sqlite(tmp: Path, good: Path) -> Path:
     path = tmp / "notes.txt"
     path.write_text("this is not a database\n" * 100)
@@ -344,6 +378,24 @@ def test_unusable_paths_and_arguments_exit_2(argv: list[str]) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda tmp: tmp / "notes.txt", "not a directory"),
+        (lambda tmp: tmp / "notes.txt" / "var", "cannot use it: Not a directory"),
+    ],
+    ids=["a-file", "under-a-file"],
+)
+def test_demo_var_that_is_no_directory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Any, message: str
+) -> None:
+    (tmp_path / "notes.txt").write_text("kept\n")
+    var = make(tmp_path)
+    assert main(["demo", "--var", str(var)]) == 2
+    assert capsys.readouterr().err == f"kbatchd: --var {var}: {message}\n"
+    assert (tmp_path / "notes.txt").read_text() == "kept\n"
 
 
 def test_progress_is_shown_on_a_terminal(log_file: Path) -> None:
