@@ -44,7 +44,7 @@ from daemon.reconcilers.jobstatus import (
 from daemon.reconcilers.successpolicy import success_policy_message
 from events.intents import Create, Delete, Intent, Patch
 from events.jobs import finish_time
-from events.objects import Pod, rfc3339
+from events.objects import LATEST_MS, Pod, rfc3339
 from events.state import State
 
 if TYPE_CHECKING:
@@ -335,7 +335,10 @@ class Sync:
         started = parse_time(self.start)
         if seconds is None or started is None or self.view.suspended:
             return None
-        return started + seconds * 1000
+        # The API takes any positive int64 (upstream's controller multiplies it into a Go
+        # Duration, which wraps); a deadline past any time kbatchd can name is never reached.
+        deadline = started + seconds * 1000
+        return deadline if deadline <= LATEST_MS else None
 
     def _past_restart_limit(self) -> bool:
         """`restartPolicy: OnFailure` restarts count against backoffLimit."""
