@@ -335,8 +335,9 @@ class Sync:
         started = parse_time(self.start)
         if seconds is None or started is None or self.view.suspended:
             return None
-        # The API takes any positive int64 (upstream's controller multiplies it into a Go
-        # Duration, which wraps); a deadline past any time kbatchd can name is never reached.
+        # The API takes any positive int64. A deadline past any time kbatchd can name is
+        # never reached (upstream's controller multiplies it into a Go Duration, which wraps:
+        # it fails a Job of 2^63-1 seconds at once, a bug not followed here).
         deadline = started + seconds * 1000
         return deadline if deadline <= LATEST_MS else None
 

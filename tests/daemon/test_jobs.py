@@ -229,6 +229,41 @@ async def test_resources_of_a_running_job_are_immutable(tmp_path: Path, backend:
         assert "spec.template" in refused.value.body
 
 
+async def test_a_job_with_the_largest_active_deadline_starts_and_runs(
+    tmp_path: Path, backend: str
+) -> None:
+    """Any positive int64 is a valid activeDeadlineSeconds; one past any time kbatchd can name
+    is never reached, and the Job runs as if it had none."""
+    async with (
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
+    ):
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        ns = cluster.namespace
+        body = job_body("forever")
+        body["spec"]["activeDeadlineSeconds"] = 2**63 - 1
+        await batch.create_namespaced_job(ns, body)
+
+        async def running() -> list[Any]:
+            return [p for p in await pods_of(core, "forever", ns) if p.status.phase == "Running"]
+
+        await eventually(running, what="the Job's pod Running")
+
+        async def counted_active() -> bool:
+            status = (await batch.read_namespaced_job("forever", ns)).status
+            return status.start_time is not None and status.active == 1
+
+        await eventually(counted_active, what="startTime and active: 1 written")
+    reasons = [
+        e.reason
+        for _, e in await logged_events(tmp_path / "kbatchd.db")
+        if isinstance(e, Decided) and e.key.endswith("/forever")
+    ]
+    assert reasons
+    assert not [r for r in reasons if r.startswith("ReconcilerError")]
+
+
 async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
     tmp_path: Path, backend: str
 ) -> None:
