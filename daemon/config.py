@@ -310,6 +310,11 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, port
 
 
+def is_loopback(host: str) -> bool:
+    """Whether a `parse_address` host is reachable from this machine only."""
+    return host == "localhost" or ipaddress.ip_address(host).is_loopback
+
+
 def kubeconfig_path(cluster: Cluster) -> str | None:
     """The cluster's kubeconfig with environment variables expanded (systemd credentials:
     ``$CREDENTIALS_DIRECTORY/kubeconfig``); None for the default lookup."""

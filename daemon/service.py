@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from daemon import eventloop, logs, wiring
-from daemon.config import ConfigError, Settings, parse_address
+from daemon.config import ConfigError, Settings, is_loopback, parse_address
 from daemon.health import HealthServer
 from daemon.leader import default_identity
 from daemon.metrics import Metrics
@@ -57,6 +57,12 @@ async def serve(settings: Settings, env: Mapping[str, str] | None = None) -> int
                 raise ServiceError(
                     f"health.address {settings.health.address}: {exc.strerror or exc}"
                 ) from exc
+            if not is_loopback(host):
+                log.warning(
+                    "the health and metrics endpoints are served beyond loopback, to anyone "
+                    "who can reach them (they are unauthenticated)",
+                    address=settings.health.address,
+                )
         notifier.status("replaying the log and listing the clusters")
         log.info(
             "starting", identity=identity, tracing=tracing.enabled, event_loop=eventloop.name()

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+import structlog
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.exec_provider import ExecProvider
@@ -29,6 +30,8 @@ from yarl import URL
 
 from daemon import config as config_file
 from daemon.kube.http import HttpPool, Proxy
+
+log = structlog.get_logger("kbatchd")
 
 JSON = "application/json"
 PATCH_TYPES = {
@@ -297,7 +300,7 @@ class KubeApi:
     ) -> AsyncIterator[KubeApi]:
         configuration = await load_configuration(kubeconfig, context)
         try:
-            server_url(configuration)  # before the proxy lookup parses it
+            url, _, _ = server_url(configuration)  # before the proxy lookup parses it
             if configuration.proxy is None:
                 configuration.proxy = proxy_from_environment(configuration.host)
             pool = connection_pool(configuration)
@@ -310,6 +313,12 @@ class KubeApi:
             if not isinstance(exc, ConfigError):
                 detail = f"its TLS certificates or key cannot be loaded: {exc}"
             raise ConfigError(f"cannot load cluster configuration from {where}: {detail}") from exc
+        if url.scheme == "https" and not configuration.verify_ssl:
+            log.warning(
+                "TLS verification is off for this cluster (insecure-skip-tls-verify): anyone "
+                "between kbatchd and the API server can read and change what they say",
+                cluster=cluster,
+            )
         try:
             async with api_client:
                 yield cls(cluster, api_client, pool)

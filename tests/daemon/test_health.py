@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
 from daemon import prometheus
+from daemon.config import is_loopback, parse_address
 from daemon.health import HealthServer
 from daemon.metrics import Metrics, reason_code
 from events.schema import Decided
@@ -265,3 +266,37 @@ async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) ->
     assert _total(samples, "kbatchd_act_duration_seconds_count") >= 2
     assert samples["kbatchd_leader"] == 1
     assert 'kbatchd_queue_depth{queue="ingest"}' in samples
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        ("127.0.0.1:9464", True),
+        ("127.0.0.9:9464", True),
+        ("localhost:9464", True),
+        ("[::1]:9464", True),
+        ("0.0.0.0:9464", False),
+        ("[::]:9464", False),
+        ("10.1.2.3:9464", False),
+        ("[fe80::1]:9464", False),
+    ],
+)
+def test_which_health_addresses_are_loopback(address: str, loopback: bool) -> None:
+    host, _ = parse_address(address)
+    assert is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(("address", "warned"), [("0.0.0.0:0", True), ("127.0.0.1:0", False)])
+async def test_health_served_beyond_loopback_gets_one_warning_at_start(
+    tmp_path: Path, address: str, warned: bool
+) -> None:
+    async with simulated_cluster(tmp_path) as (_, kubeconfig):
+        config = daemon_config(tmp_path, kubeconfig)
+        config.write_text(config.read_text().replace('"127.0.0.1:0"', f'"{address}"'))
+        async with spawn("daemon", "run", "--config", str(config)) as daemon:
+            await daemon.wait_for(lambda line: '"synced"' in line)
+            warnings = [line for line in daemon.logs() if line.get("level") == "warning"]
+            daemon.send_signal(signal.SIGTERM)
+            assert await daemon.wait(within=15) == 0
+    beyond = [w for w in warnings if "served beyond loopback" in w["event"]]
+    assert beyond == ([{**beyond[0], "address": address}] if warned else [])

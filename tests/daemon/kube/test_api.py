@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import structlog.testing
 from aiohttp import web
 from kubernetes_asyncio.client import Configuration
 
@@ -431,6 +432,36 @@ async def test_an_exec_credential_plugin_that_gives_none_is_one_line_in_bounded_
     if pid_file.exists():  # the plugin given up on is gone, not left running
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid_file.read_text()), 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("cluster", "warned"),
+    [
+        ('{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}', True),
+        ('{server: "https://127.0.0.1:6443", insecure-skip-tls-verify: false}', False),
+        ('{server: "https://127.0.0.1:6443"}', False),
+        ('{server: "http://127.0.0.1:8080", insecure-skip-tls-verify: true}', False),
+    ],
+    ids=["https-unverified", "https-verified-explicitly", "https", "plain-http"],
+)
+async def test_a_cluster_whose_tls_is_not_verified_gets_one_warning(
+    tmp_path: Path, cluster: str, warned: bool
+) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(_GOOD_KUBECONFIG.replace('{server: "https://127.0.0.1:6443"}', cluster))
+    with structlog.testing.capture_logs() as logs:
+        async with KubeApi.connect("east", str(path), None):
+            pass
+    warnings = [line for line in logs if line["log_level"] == "warning"]
+    if not warned:
+        assert warnings == []
+        return
+    assert len(warnings) == 1
+    assert warnings[0]["cluster"] == "east"
+    assert warnings[0]["event"].startswith(
+        "TLS verification is off for this cluster (insecure-skip-tls-verify)"
+    )
 
 
 @pytest.mark.anyio
