@@ -420,14 +420,22 @@ READ_ANNOTATION_PREFIXES: Final = (
 )
 
 
+# A kept annotation longer than this is dropped all the same (the daemon warns, once per object
+# and key): no annotation kbatchd reads comes near it, and a slim object's annotations are
+# logged again with every event of the object.
+MAX_ANNOTATION_CHARS: Final = 1024
+
 # Annotation key -> whether a slim object keeps it. A cluster's objects use a few dozen keys;
 # a lookup is about half the cost of matching five prefixes (every pod event decodes some).
 _KEPT_KEYS: dict[str, bool] = {}
 _KEPT_KEYS_MAX: Final = 4096
 
 
-def read_annotations(annotations: dict[str, str] | None) -> dict[str, str]:
-    """The annotations a slim object keeps: those under `READ_ANNOTATION_PREFIXES`."""
+def read_annotations(
+    annotations: dict[str, str] | None, dropped: list[str] | None = None
+) -> dict[str, str]:
+    """The annotations a slim object keeps: those under `READ_ANNOTATION_PREFIXES` of at most
+    `MAX_ANNOTATION_CHARS`; the keys of longer ones are added to `dropped`."""
     if not annotations:
         return {}
     known = _KEPT_KEYS
@@ -439,11 +447,15 @@ def read_annotations(annotations: dict[str, str] | None) -> dict[str, str]:
                 known.clear()  # keys made per object (a hash in the name, say): start afresh
             keep = known[key] = key.startswith(READ_ANNOTATION_PREFIXES)
         if keep:
+            if len(value) > MAX_ANNOTATION_CHARS:
+                if dropped is not None:
+                    dropped.append(key)
+                continue
             kept[key] = value
     return kept
 
 
-def _meta_fields(meta: _Meta) -> dict[str, Any]:
+def _meta_fields(meta: _Meta, dropped: list[str] | None) -> dict[str, Any]:
     return {
         "name": meta.name,
         "namespace": meta.namespace,
@@ -453,7 +465,7 @@ def _meta_fields(meta: _Meta) -> dict[str, Any]:
         "created": timestamp_ms(meta.creation_timestamp, "metadata.creationTimestamp") or 0,
         "deletion_ts": timestamp_ms(meta.deletion_timestamp, "metadata.deletionTimestamp"),
         "labels": meta.labels or {},
-        "annotations": read_annotations(meta.annotations),
+        "annotations": read_annotations(meta.annotations, dropped),
         "owners": tuple(
             OwnerRef(o.kind, o.name, o.uid, bool(o.controller)) for o in meta.owner_references
         )
@@ -510,7 +522,7 @@ def effective_requests(spec: _PodSpec) -> dict[str, int]:
     return total
 
 
-def pod_from_wire(wire: _WirePod) -> Pod:
+def pod_from_wire(wire: _WirePod, dropped: list[str] | None = None) -> Pod:
     # The watch path's hot spot (every pod event): one pass over statuses and conditions.
     spec, status, meta = wire.spec, wire.status, wire.metadata
     exit_codes: dict[str, int] = {}
@@ -569,7 +581,7 @@ def pod_from_wire(wire: _WirePod) -> Pod:
         grace = meta.deletion_grace_period_seconds
     wire_tolerations = spec.tolerations
     return Pod(
-        **_meta_fields(meta),
+        **_meta_fields(meta, dropped),
         node_name=spec.node_name,
         scheduler_name=spec.scheduler_name,
         pod_group=spec.scheduling_group.pod_group_name if spec.scheduling_group else "",
@@ -596,14 +608,14 @@ def _tolerations(wire: list[_Toleration]) -> tuple[Toleration, ...]:
     return tuple(Toleration(t.key, t.operator or "Equal", t.value, t.effect) for t in wire)
 
 
-def node_from_wire(wire: _WireNode) -> Node:
+def node_from_wire(wire: _WireNode, dropped: list[str] | None = None) -> Node:
     try:
         allocatable = resource_map(wire.status.allocatable)
     except QuantityError as exc:
         raise ObjectError(f"status.allocatable: {exc}") from exc
     ready = any(c.type == "Ready" and c.status == "True" for c in wire.status.conditions or ())
     return Node(
-        **_meta_fields(wire.metadata),
+        **_meta_fields(wire.metadata, dropped),
         allocatable=allocatable,
         ready=ready,
         unschedulable=wire.spec.unschedulable,
@@ -611,8 +623,9 @@ def node_from_wire(wire: _WireNode) -> Node:
     )
 
 
-def decode_object(kind: str, raw: bytes | str) -> SlimObject:
-    """Decode one API object's JSON into its slim struct.
+def decode_object(kind: str, raw: bytes | str, dropped: list[str] | None = None) -> SlimObject:
+    """Decode one API object's JSON into its slim struct; the keys of annotations dropped for
+    their length are added to `dropped` (`read_annotations`).
 
     Raises `ObjectError` naming the kind and the offending field for malformed input.
     """
@@ -621,11 +634,12 @@ def decode_object(kind: str, raw: bytes | str) -> SlimObject:
         raise ObjectError(f"kind {kind!r} is not one kbatchd folds")
     try:
         if kind == "Pod":
-            return pod_from_wire(_POD_DECODER.decode(raw))
+            return pod_from_wire(_POD_DECODER.decode(raw), dropped)
         if kind == "Node":
-            return node_from_wire(_NODE_DECODER.decode(raw))
+            return node_from_wire(_NODE_DECODER.decode(raw), dropped)
         wire = _GENERIC_DECODER.decode(raw)
-        obj = cls(**_meta_fields(wire.metadata), spec=wire.spec, status=wire.status)  # type: ignore[call-arg]
+        fields = _meta_fields(wire.metadata, dropped)
+        obj = cls(**fields, spec=wire.spec, status=wire.status)  # type: ignore[call-arg]
         return obj  # type: ignore[return-value]
     except msgspec.ValidationError as exc:
         raise ObjectError(f"{kind}: {exc}") from exc
@@ -643,7 +657,9 @@ class _PodWatchEvent(msgspec.Struct, gc=False):
 _POD_WATCH_DECODER: Final = msgspec.json.Decoder(_PodWatchEvent)
 
 
-def decode_watch_line(kind: str, line: bytes) -> tuple[str, SlimObject] | None:
+def decode_watch_line(
+    kind: str, line: bytes, dropped: list[str] | None = None
+) -> tuple[str, SlimObject] | None:
     """A watch stream's line, ``{"type": ..., "object": ...}``, decoded in one pass: its type
     and its object as a slim struct. Only pods, the bulk of every stream, take this path; for
     other kinds, and for any line whose object does not decode as the kind (an ERROR event's
@@ -653,7 +669,7 @@ def decode_watch_line(kind: str, line: bytes) -> tuple[str, SlimObject] | None:
         return None
     try:
         event = _POD_WATCH_DECODER.decode(line)
-        return event.type, pod_from_wire(event.object)
+        return event.type, pod_from_wire(event.object, dropped)
     except (msgspec.DecodeError, ObjectError):  # ValidationError is a DecodeError
         return None
 

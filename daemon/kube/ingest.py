@@ -22,7 +22,13 @@ import structlog
 
 from daemon.kube.api import KubeApi, Response, WatchHttpError
 from daemon.kube.resources import Resource
-from events.objects import ObjectError, SlimObject, decode_object, decode_watch_line
+from events.objects import (
+    MAX_ANNOTATION_CHARS,
+    ObjectError,
+    SlimObject,
+    decode_object,
+    decode_watch_line,
+)
 from events.schema import Change, Event, Observed, Resynced
 
 log = structlog.get_logger("kbatchd.ingest")
@@ -32,6 +38,8 @@ Send = Callable[[list[Event]], Awaitable[None]]
 OnError = Callable[[str, int | str], None]
 
 PAGE: Final = 500
+# (uid, annotation key) pairs warned about, per informer, before the set starts afresh.
+_WARNED_MAX: Final = 4096
 # Watch events handed on in one item at most. The pump's channel bounds items, so this times
 # its capacity (`daemon.supervisor.CHANNEL`) bounds the watch events a slow pump leaves
 # waiting; a read can hold thousands.
@@ -148,6 +156,9 @@ class Informer:
         self._on_error = on_error
         self._backoff = Backoff()
         self._rng = random.Random()
+        # Annotation keys the last decode dropped for their length, and those warned about.
+        self._dropped: list[str] = []
+        self._warned: set[tuple[str, str]] = set()
 
     async def run(self) -> None:
         """Forever: list, watch, and on any failure back off and start over."""
@@ -282,12 +293,15 @@ class Informer:
         resourceVersion updated), or None for a bookmark or an object skipped."""
         # Most lines decode in one pass (a pod's envelope and object together, a fifth
         # cheaper than two); the others go the general way.
-        decoded = decode_watch_line(kind, line)
+        self._dropped.clear()
+        decoded = decode_watch_line(kind, line, self._dropped)
         if decoded is not None and decoded[0] != "ERROR":
             type_, obj = decoded
             if type_ == "BOOKMARK":
                 self.resource_version = obj.rv
                 return None
+            if self._dropped:
+                self._warn_dropped(obj)
         else:
             event = _WATCH.decode(line)
             type_ = event.type
@@ -316,9 +330,30 @@ class Informer:
         return change, obj
 
     def _decode(self, raw: bytes) -> SlimObject | None:
+        self._dropped.clear()
         try:
-            return decode_object(self.resource.kind, raw)
+            obj = decode_object(self.resource.kind, raw, self._dropped)
         except ObjectError as exc:
             # One malformed object must not stop the watch: log it with what is wrong.
             log.error("undecodable object skipped", error=str(exc), **self._context())
             return None
+        if self._dropped:
+            self._warn_dropped(obj)
+        return obj
+
+    def _warn_dropped(self, obj: SlimObject) -> None:
+        """One warning per object and key for annotations dropped for their length (each
+        event of the object drops them again)."""
+        for key in self._dropped:
+            if (obj.uid, key) in self._warned:
+                continue
+            if len(self._warned) >= _WARNED_MAX:
+                self._warned.clear()
+            self._warned.add((obj.uid, key))
+            log.warning(
+                "annotation too long, not kept",
+                annotation=key,
+                limit_chars=MAX_ANNOTATION_CHARS,
+                object=f"{obj.namespace}/{obj.name}",
+                **self._context(),
+            )

@@ -9,6 +9,7 @@ import pytest
 
 from events import objects
 from events.objects import (
+    MAX_ANNOTATION_CHARS,
     Job,
     JobSet,
     KObject,
@@ -470,6 +471,33 @@ NETWORK_STATUS = '[{"name": "cbr0", "interface": "eth0", "ips": ["10.244.3.17"]}
 def test_a_pod_keeps_only_the_annotations_kbatchd_reads(
     annotations: dict[str, str] | None, kept: dict[str, str]
 ) -> None:
+    assert decode_pod(edit(pod_json(), "metadata.annotations", annotations)).annotations == kept
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kept", "dropped"),
+    [
+        (
+            {"kbatchd.dev/a": "x" * MAX_ANNOTATION_CHARS},
+            {"kbatchd.dev/a": "x" * MAX_ANNOTATION_CHARS},
+            [],
+        ),
+        ({"kbatchd.dev/a": "x" * (MAX_ANNOTATION_CHARS + 1)}, {}, ["kbatchd.dev/a"]),
+        (
+            {"kueue.x-k8s.io/b": "y" * 200_000, "kbatchd.dev/c": "short"},
+            {"kbatchd.dev/c": "short"},
+            ["kueue.x-k8s.io/b"],
+        ),
+        ({"example.com/not-read": "z" * 200_000}, {}, []),
+    ],
+    ids=["at-the-limit", "one-past-it", "huge-beside-short", "not-read-at-all"],
+)
+def test_a_kept_annotation_longer_than_the_limit_is_dropped_and_named(
+    annotations: dict[str, str], kept: dict[str, str], dropped: list[str]
+) -> None:
+    named: list[str] = []
+    assert read_annotations(annotations, named) == kept
+    assert named == dropped
     assert decode_pod(edit(pod_json(), "metadata.annotations", annotations)).annotations == kept
 
 

@@ -7,14 +7,15 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
+import structlog.testing
 
 from daemon.kube.ingest import EVENTS_PER_SEND, Expired, Informer
 from daemon.kube.resources import RESOURCES
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
-from daemon.sim.resources import NAMESPACES, PODS
-from events.objects import Pod, SlimObject
-from events.schema import Event, Observed, Resynced
+from daemon.sim.resources import JOBS, NAMESPACES, PODS
+from events.objects import MAX_ANNOTATION_CHARS, Pod, SlimObject
+from events.schema import Event, Observed, Resynced, encode_event
 from tests.processes import eventually
 
 pytestmark = pytest.mark.anyio
@@ -184,6 +185,69 @@ def _line(type_: str, name: str, rv: str) -> bytes:
 EXPIRED = msgspec.json.encode(
     {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
 )
+
+
+@pytest.mark.parametrize(
+    ("kind", "collection", "body"),
+    [
+        ("Pod", PODS, _pod("big")),
+        (
+            "Job",
+            JOBS,
+            {
+                "metadata": {"name": "big"},
+                "spec": {
+                    "suspend": True,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "x"}],
+                        }
+                    },
+                },
+            },
+        ),
+    ],
+)
+async def test_a_huge_kept_annotation_costs_the_log_a_bounded_size_and_one_warning(
+    sim: SimCluster, api: Any, kind: str, collection: Any, body: dict[str, Any]
+) -> None:
+    """A 200 KB `kbatchd.dev/` annotation would be logged again with every event of its
+    object: it is dropped, with one warning, and the object's short ones are kept."""
+    huge = {"kbatchd.dev/blob": "x" * 200_000, "kbatchd.dev/small": "kept"}
+    sim.registry.create(
+        collection, "default", {**body, "metadata": {"name": "big", "annotations": huge}}
+    )
+    sink = Sink()
+    informer = Informer(api, RESOURCES[kind], sink.send, {}, read_timeout=5)
+    changes = 10
+    with structlog.testing.capture_logs() as logs:
+        await informer.relist()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.watch)
+            for n in range(changes):
+                patch = {"metadata": {"labels": {"n": str(n)}}}
+                sim.registry.patch(
+                    collection, "default", "big", "application/merge-patch+json", patch
+                )
+            await sink.wait_for(1 + changes)
+            tg.cancel_scope.cancel()
+    observed = [e for e in sink.events if isinstance(e, Observed)]
+    assert len(observed) == 1 + changes
+    assert all(e.obj.annotations == {"kbatchd.dev/small": "kept"} for e in observed)
+    assert sum(len(encode_event(e)) for e in observed) < 20_000
+    warnings = [line for line in logs if line["log_level"] == "warning"]
+    assert warnings == [
+        {
+            "event": "annotation too long, not kept",
+            "annotation": "kbatchd.dev/blob",
+            "limit_chars": MAX_ANNOTATION_CHARS,
+            "object": "default/big",
+            "cluster": "c1",
+            "kind": kind,
+            "log_level": "warning",
+        }
+    ]
 
 
 @pytest.mark.parametrize(
