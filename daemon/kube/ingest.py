@@ -84,22 +84,30 @@ class Expired(Exception):
 
 
 class Backoff:
-    """Exponential back-off with full jitter, reset after a healthy stretch (client-go's
-    reflector: 800 ms up to 30 s)."""
+    """Exponential back-off with jitter: the n-th delay in a row is drawn from the upper half
+    of min(cap, first x 2^n). client-go's reflector doubles from 800 ms to a 30 s cap; the
+    cap bounds the delay itself here (client-go's jitter adds up to as much again), so that
+    what changes during a long storm of 429s and 500s is seen at most `cap` after the server
+    answers again. The owner resets it when the server answers."""
 
-    def __init__(self, first: float = 0.8, cap: float = 30.0, seed: int | None = None) -> None:
+    def __init__(
+        self, first: float = 0.8, cap: float = 30.0, rng: random.Random | None = None
+    ) -> None:
         self.first, self.cap = first, cap
         self.attempt = 0
-        self._seed = seed
         # Made on the first delay: seeding from the OS costs more than a request, and the
         # actuator makes one Backoff per intent that almost never needs it.
-        self._rng: random.Random | None = None
+        self._rng = rng
 
     def next_delay(self) -> float:
-        ceiling = min(self.cap, self.first * 2**self.attempt)
-        self.attempt += 1
+        ceiling = self.first * 2**self.attempt
+        if ceiling < self.cap:
+            self.attempt += 1
+        else:
+            # At the cap the count stops: 2^n of a storm's thousandth failure is no float.
+            ceiling = self.cap
         if self._rng is None:
-            self._rng = random.Random(self._seed)
+            self._rng = random.Random()
         return self._rng.uniform(ceiling / 2, ceiling)
 
     def reset(self) -> None:
@@ -143,6 +151,7 @@ class Informer:
         watch_timeout: tuple[int, int] = (300, 600),
         read_timeout: float = 70.0,
         on_error: OnError | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -154,7 +163,7 @@ class Informer:
         self.resource_version = ""
         self.relists = 0
         self._on_error = on_error
-        self._backoff = Backoff()
+        self._backoff = backoff or Backoff()
         self._rng = random.Random()
         # Annotation keys the last decode dropped for their length, and those warned about.
         self._dropped: list[str] = []
@@ -168,6 +177,9 @@ class Informer:
                 if not listed:
                     await self.relist()
                     listed = True
+                    # The server answers again: a failure from here on starts the back-off
+                    # afresh rather than from where a storm left it.
+                    self._backoff.reset()
                 await self.watch()
                 self._backoff.reset()
             except Expired:

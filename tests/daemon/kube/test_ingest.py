@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import anyio
@@ -9,7 +10,8 @@ import msgspec
 import pytest
 import structlog.testing
 
-from daemon.kube.ingest import EVENTS_PER_SEND, Expired, Informer
+from daemon.kube.api import Response, WatchHttpError
+from daemon.kube.ingest import EVENTS_PER_SEND, Backoff, Expired, Informer
 from daemon.kube.resources import RESOURCES
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
@@ -287,3 +289,72 @@ async def test_events_read_with_an_expiry_reach_the_log_before_it_is_raised() ->
     # Cached and logged alike: the relist that follows computes its deltas from the cache.
     assert sink.changes() == [("ADDED", "a"), ("MODIFIED", "a")]
     assert informer.known["default/a"].rv == "3"
+
+
+class _Fixed(random.Random):
+    """Randomness pinned at one point of each range: 0 is its low end, 1 its high end."""
+
+    def __init__(self, at: float) -> None:
+        super().__init__(0)
+        self.at = at
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + (b - a) * self.at
+
+
+@pytest.mark.parametrize(
+    ("at", "failures", "expected"),
+    [
+        (1.0, 8, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]),
+        (0.0, 8, [0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 15.0, 15.0]),
+        (0.5, 3, [0.6, 1.2, 2.4]),
+        # A storm's thousandth failure in a row waits the cap, like the seventh.
+        (1.0, 2000, [30.0] * 10),
+    ],
+    ids=["highest", "lowest", "middle", "a-long-storm"],
+)
+def test_the_back_off_doubles_to_its_cap_and_stays_within_it(
+    at: float, failures: int, expected: list[float]
+) -> None:
+    backoff = Backoff(rng=_Fixed(at))
+    delays = [backoff.next_delay() for _ in range(failures)]
+    assert delays[-len(expected) :] == pytest.approx(expected)
+    assert max(delays) <= backoff.cap
+    backoff.reset()
+    assert backoff.next_delay() == pytest.approx(delays[0])
+
+
+class _FlakyApi:
+    """Lists answer with `statuses` in turn (then 200); every watch is refused with a 500."""
+
+    cluster = "c"
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        status = self.statuses.pop(0) if self.statuses else 200
+        return Response(status, b'{"metadata": {"resourceVersion": "5"}, "items": []}')
+
+    async def stream_lines(self, path: str, query: Any, **_: Any) -> Any:
+        raise WatchHttpError(Response(500, b"{}"))
+        yield []  # pragma: no cover (an async generator that raises at once)
+
+
+async def test_a_successful_list_resets_the_back_off() -> None:
+    """Lists fail three times, then one succeeds and its watch fails, then lists fail again:
+    the delay after the list that succeeded starts from the first again."""
+    api = _FlakyApi([500, 500, 500, 200, 500, 500])
+    backoff = Backoff(first=0.01, cap=0.08, rng=_Fixed(1.0))
+    informer = Informer(api, RESOURCES["Pod"], Sink().send, {}, backoff=backoff)  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.run)
+
+            async def six_failures() -> bool:
+                return len([line for line in logs if line["event"] == "watch failed"]) >= 6
+
+            await eventually(six_failures, within=10, what="six failures")
+            tg.cancel_scope.cancel()
+    delays = [line["retry_in"] for line in logs if line["event"] == "watch failed"][:6]
+    assert delays == [0.01, 0.02, 0.04, 0.01, 0.02, 0.04]
