@@ -380,11 +380,6 @@ def timestamp_ms(text: str | None, field: str = "metadata timestamp") -> int | N
     return ms
 
 
-# The last instant a metav1.Time can name (RFC 3339 has four-digit years): 9999-12-31T23:59:59Z.
-# A time computed past it (an activeDeadlineSeconds near 2^63 is valid) is never reached.
-LATEST_MS: Final = 253_402_300_799_999
-
-
 def rfc3339(ms: int) -> str:
     """Event time (Unix milliseconds) as the API server stores a metav1.Time: whole seconds,
     UTC; the inverse of `timestamp_ms` to the second."""

@@ -44,7 +44,7 @@ from daemon.reconcilers.jobstatus import (
 from daemon.reconcilers.successpolicy import success_policy_message
 from events.intents import Create, Delete, Intent, Patch
 from events.jobs import finish_time
-from events.objects import LATEST_MS, Pod, rfc3339
+from events.objects import Pod, rfc3339
 from events.state import State
 
 if TYPE_CHECKING:
@@ -335,11 +335,7 @@ class Sync:
         started = parse_time(self.start)
         if seconds is None or started is None or self.view.suspended:
             return None
-        # The API takes any positive int64. A deadline past any time kbatchd can name is
-        # never reached (upstream's controller multiplies it into a Go Duration, which wraps:
-        # it fails a Job of 2^63-1 seconds at once, a bug not followed here).
-        deadline = started + seconds * 1000
-        return deadline if deadline <= LATEST_MS else None
+        return started + _ceil_ms(_go_duration_ns(seconds))
 
     def _past_restart_limit(self) -> bool:
         """`restartPolicy: OnFailure` restarts count against backoffLimit."""
@@ -880,3 +876,17 @@ class Sync:
 
 def _name(pod: Pod) -> str:
     return pod.name
+
+
+def _go_duration_ns(seconds: int) -> int:
+    """``time.Duration(seconds) * time.Second`` as upstream's controller computes the allowed
+    duration: int64 nanoseconds, wrapping past 2^63. The API takes any positive int64, and a
+    value that wraps (2^63-1, 10^10) gives a deadline long past or far off, as upstream's does:
+    a Job of 2^63-1 seconds fails at once with DeadlineExceeded on the built-in controller."""
+    return (seconds * 1_000_000_000 + 2**63) % 2**64 - 2**63
+
+
+def _ceil_ms(ns: int) -> int:
+    """The first whole millisecond at or after `ns` nanoseconds (the deadline is reached
+    once the elapsed time is at least the allowed duration)."""
+    return -(-ns // 1_000_000)

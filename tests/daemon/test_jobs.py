@@ -229,11 +229,13 @@ async def test_resources_of_a_running_job_are_immutable(tmp_path: Path, backend:
         assert "spec.template" in refused.value.body
 
 
-async def test_a_job_with_the_largest_active_deadline_starts_and_runs(
+async def test_a_job_with_the_largest_active_deadline_fails_at_once_as_upstreams_does(
     tmp_path: Path, backend: str
 ) -> None:
-    """Any positive int64 is a valid activeDeadlineSeconds; one past any time kbatchd can name
-    is never reached, and the Job runs as if it had none."""
+    """Any positive int64 is a valid activeDeadlineSeconds. 2^63-1 seconds overflow the Go
+    duration upstream's controller multiplies it into, so that Job is past its deadline at
+    its first sync: kbatchd fails it the same way (DeadlineExceeded, no pod), and never with
+    a ReconcilerError."""
     async with (
         on_cluster(backend, tmp_path) as cluster,
         running_daemon(cluster.daemon_config(tmp_path)),
@@ -245,22 +247,24 @@ async def test_a_job_with_the_largest_active_deadline_starts_and_runs(
         body["spec"]["activeDeadlineSeconds"] = 2**63 - 1
         await batch.create_namespaced_job(ns, body)
 
-        async def running() -> list[Any]:
-            return [p for p in await pods_of(core, "forever", ns) if p.status.phase == "Running"]
-
-        await eventually(running, what="the Job's pod Running")
-
-        async def counted_active() -> bool:
+        async def failed() -> dict[str, Any] | None:
             status = (await batch.read_namespaced_job("forever", ns)).status
-            return status.start_time is not None and status.active == 1
+            for condition in status.conditions or ():
+                if condition.type == "Failed" and condition.status == "True":
+                    return {"reason": condition.reason, "message": condition.message}
+            return None
 
-        await eventually(counted_active, what="startTime and active: 1 written")
+        condition = await eventually(failed, what="the Job Failed")
+        assert condition == {
+            "reason": "DeadlineExceeded",
+            "message": "Job was active longer than specified deadline",
+        }
+        assert await pods_of(core, "forever", ns) == []
     reasons = [
         e.reason
         for _, e in await logged_events(tmp_path / "kbatchd.db")
         if isinstance(e, Decided) and e.key.endswith("/forever")
     ]
-    assert reasons
     assert not [r for r in reasons if r.startswith("ReconcilerError")]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from daemon.reconcilers.job import JobReconciler
 from daemon.reconcilers.jobspec import INDEX_FAILURE_COUNT, INDEX_IGNORED_FAILURE_COUNT
-from events.objects import LATEST_MS, Job, Node, Pod
+from events.objects import Job, Node, Pod
 from tests.daemon.reconcilers.builders import (
     FIN,
     REC,
@@ -98,38 +98,34 @@ def test_a_new_job_starts_its_deadline_now() -> None:
     assert decision.requeue_at == T0 + 90 * SECOND
 
 
-# The largest activeDeadlineSeconds whose deadline, from T0, is still a time kbatchd can name.
-_LAST_NAMEABLE = (LATEST_MS - T0) // 1000
+# activeDeadlineSeconds -> when the Job started at T0 is past it, as upstream's controller
+# computes it: the seconds multiplied into a Go Duration (int64 nanoseconds), which wraps.
+DEADLINES = {
+    "a-minute": (60, T0 + 60 * SECOND),
+    "max-int32": (2**31 - 1, T0 + (2**31 - 1) * SECOND),
+    "the-last-second-that-does-not-wrap": (9_223_372_036, T0 + 9_223_372_036 * SECOND),
+    "ten-to-the-tenth: wraps far into the past": (10**10, T0 - 8_446_744_073_709),
+    "max-int64: wraps to just before the start": (2**63 - 1, T0 - 1_000),
+}
 
 
-@pytest.mark.parametrize(
-    ("seconds", "due"),
-    [
-        (60, T0 + 60 * SECOND),
-        (_LAST_NAMEABLE, T0 + _LAST_NAMEABLE * SECOND),
-        (_LAST_NAMEABLE + 1, None),
-        (2**31 - 1, T0 + (2**31 - 1) * SECOND),
-        (2**63 - 1, None),
-    ],
-    ids=["a-minute", "the-last-nameable-second", "one-past-it", "max-int32", "max-int64"],
-)
-def test_an_active_deadline_beyond_any_nameable_time_is_never_reached(
-    seconds: int, due: int | None
-) -> None:
-    """Any positive int64 is a valid activeDeadlineSeconds: the Job starts and runs, and is
-    decided again at its deadline only where there is one."""
+@pytest.mark.parametrize(("seconds", "due"), DEADLINES.values(), ids=DEADLINES.keys())
+def test_an_active_deadline_is_where_upstreams_go_duration_puts_it(seconds: int, due: int) -> None:
+    """Any positive int64 is a valid activeDeadlineSeconds. A Job is past its deadline where
+    upstream's wrapped duration says so: one that wraps into the past fails at its first
+    sync with DeadlineExceeded and no pod, as on the built-in controller."""
     job = make_job(active_deadline_seconds=seconds)
-    started = decide(job, [], T0 + 500)
-    assert status_patch(started.intents)["startTime"] == T0_TEXT
-    assert len(creates(started.intents)) == 1
-    assert started.requeue_at == due
+    first = decide(job, [], T0)
+    if due <= T0:
+        assert first.reason.startswith("DeadlineExceeded")
+        assert creates(first.intents) == []
+        return
+    assert status_patch(first.intents)["startTime"] == T0_TEXT
+    assert len(creates(first.intents)) == 1
     running = make_job(active_deadline_seconds=seconds, status=SETTLED)
-    waiting = decide(running, [make_pod(running, "p")], T0 + 30 * SECOND)
-    if due is None:
-        assert waiting is None
-    else:
-        assert waiting.intents == ()
-        assert waiting.requeue_at == due
+    later = decide(running, [make_pod(running, "p")], T0 + 30 * SECOND)
+    assert later.intents == ()
+    assert later.requeue_at == due
 
 
 # -- backoffLimit ------------------------------------------------------------------------------
