@@ -66,7 +66,7 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     backoff_max_seconds: Seconds = 600.0
     # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
     # upstream); rises and every other status change are written at once.
-    ready_decrease_grace_seconds: SecondsOrOff = 10.0
+    ready_decrease_grace_seconds: SecondsOrOff = 0.0
 
 
 class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -46,7 +46,7 @@ from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
 DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
-DEFAULT_READY_DECREASE_GRACE_MS: Final = 10_000
+DEFAULT_READY_DECREASE_GRACE_MS: Final = 0
 
 
 @dataclass(frozen=True)
