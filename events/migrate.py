@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -95,11 +95,18 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return max(int(user_version), int(recorded))
 
 
+# A step of a migration that SQL cannot take (filling in digests), run inside its transaction.
+Step = Callable[[sqlite3.Connection], None]
+
+
 def apply_migrations(
-    conn: sqlite3.Connection, migrations: Sequence[Migration] = MIGRATIONS
+    conn: sqlite3.Connection,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    steps: Mapping[str, Step] | None = None,
 ) -> list[int]:
     """Apply the migrations newer than the database, each in its own transaction, and return
-    the versions applied. `conn` must be in autocommit mode (``isolation_level=None``)."""
+    the versions applied. `steps`, by migration name: what runs after its statements, in the
+    same transaction. `conn` must be in autocommit mode (``isolation_level=None``)."""
     applied: list[int] = []
     for migration in migrations:
         if migration.version <= schema_version(conn):
@@ -113,6 +120,9 @@ def apply_migrations(
                 continue
             for statement in statements:
                 conn.execute(statement)
+            step = (steps or {}).get(migration.name)
+            if step is not None:
+                step(conn)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, time.time_ns() // 1_000_000),

@@ -7,6 +7,12 @@ crash may lose the newest commits, never corrupt the log). Reads go through thei
 read-only connection, so a replay or a history query never waits behind the writer and can
 never write.
 
+Every row carries the digest chain's value up to it (`events.chain`), computed by the writer
+from the head it keeps in memory and written in the same transaction as the row; a snapshot
+records the chain's value at its seq. Opening read-write checks the log before anything is
+appended to it (`_check_start`); `EventLog.check_chain` checks a replay's stretch and
+`check_whole` all of it.
+
 Errors about the file itself are `LogError`s whose message is one self-contained line naming
 the file, ready for a CLI to print.
 """
@@ -27,8 +33,10 @@ from typing import Any, Final, cast
 
 import aiosqlite
 import anyio
+import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from events.chain import GENESIS, ChainBroken, Walk, link, links
 from events.migrate import (
     APPLICATION_ID,
     MIGRATIONS,
@@ -41,15 +49,23 @@ from events.schema import DECODE_ERRORS, Event, decode_event, encode_event, even
 
 _SQLITE_MAGIC: Final = b"SQLite format 3\x00"
 _TABLES: Final = frozenset({"events", "snapshots", "schema_migrations"})
-_INSERT: Final = "INSERT INTO events (seq, at, ref, body) VALUES (?, ?, ?, ?)"
+_INSERT: Final = "INSERT INTO events (seq, at, ref, body, digest) VALUES (?, ?, ?, ?, ?)"
 # Rows per INSERT statement: one sqlite3_step per statement instead of one per row took about
 # a sixth off the insert when measured; longer statements gained nothing more.
 _ROWS_PER_INSERT: Final = 64
-_INSERT_MANY: Final = "INSERT INTO events (seq, at, ref, body) VALUES " + ", ".join(
-    ["(?, ?, ?, ?)"] * _ROWS_PER_INSERT
+_INSERT_MANY: Final = "INSERT INTO events (seq, at, ref, body, digest) VALUES " + ", ".join(
+    ["(?, ?, ?, ?, ?)"] * _ROWS_PER_INSERT
 )
 _RANGE: Final = "SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
+_CHAIN: Final = (
+    "SELECT seq, at, ref, body, digest FROM events WHERE seq > ? AND seq <= ? ORDER BY seq"
+)
 _MAX_SEQ: Final = 2**63 - 1
+# The newest seq and the chain's value there (NULL for an empty log).
+_HEAD: Final = (
+    "SELECT coalesce(max(seq), 0), (SELECT digest FROM events ORDER BY seq DESC LIMIT 1)"
+    " FROM events"
+)
 # Rows per read query: a round trip to SQLite's thread costs about half a millisecond of a
 # replay's time; 1M events in batches of 1,000 measured 10.6-11.4 s, of 5,000 10.0-10.8 s
 # (alternating, one process), of 20,000 no faster.
@@ -94,6 +110,15 @@ class LogStorageError(LogError):
 
 class CorruptLog(LogError):
     """The database is damaged (truncated, malformed pages, missing events)."""
+
+
+class BrokenChain(CorruptLog):
+    """The digest chain breaks at `seq`: the event is missing, cannot be read, or is not the
+    one the chain was made of (`events.chain`)."""
+
+    def __init__(self, path: str, seq: int, reason: str) -> None:
+        super().__init__(f"{path}: the log breaks at seq {seq}: {reason}")
+        self.seq = seq
 
 
 class CorruptEvent(CorruptLog):
@@ -146,6 +171,31 @@ def _columns(events: Sequence[Event]) -> tuple[list[int], list[str | None], list
     return ats, refs, bodies
 
 
+def _rows(
+    batch: list[_Append], first: int, head: bytes
+) -> tuple[list[list[Any]], list[list[Any]], bytes]:
+    """The batch's rows from seq `first`, chained on from `head`, as the parameters of the
+    64-row INSERTs and of the single-row ones for the rest, and the chain's new head."""
+    next_seq = first
+    rows: list[Iterator[tuple[int, int, str | None, bytes, bytes]]] = []
+    for item in batch:
+        item.first = next_seq
+        next_seq += len(item.bodies)
+        digests = links(head, item.first, item.ats, item.refs, item.bodies)
+        head = digests[-1]
+        rows.append(
+            zip(range(item.first, next_seq), item.ats, item.refs, item.bodies, digests, strict=True)
+        )
+    # Every row's (seq, at, ref, body, digest) in one flat list, without a Python-level loop.
+    flat: list[Any] = list(chain.from_iterable(chain.from_iterable(rows)))
+    count = next_seq - first
+    width = 5 * _ROWS_PER_INSERT
+    whole = count - count % _ROWS_PER_INSERT
+    statements = [flat[i : i + width] for i in range(0, 5 * whole, width)]
+    rest = [flat[i : i + 5] for i in range(5 * whole, len(flat), 5)]
+    return statements, rest, head
+
+
 class EventBatch:
     """A batch of stored events, decoded one at a time as it is iterated.
 
@@ -180,14 +230,19 @@ class EventLog:
         reader: aiosqlite.Connection,
         writer: aiosqlite.Connection | None,
         send: MemoryObjectSendStream[_Append] | None,
-        last_seq: int,
+        start: _Start,
         max_batch: int,
     ) -> None:
         self._name = name
         self._reader = reader
         self._writer = writer
         self._send = send
-        self._last_seq = last_seq
+        self._last_seq = start.last_seq
+        # The chain's value at `_last_seq`, extended by every commit.
+        self._head = start.head
+        # Read-write: the chain was checked from here to the end when the log was opened
+        # (and every event after was chained by this writer), so `check_chain` skips it.
+        self._checked_after = start.checked_after
         self._max_batch = max_batch
         # Serialises the writer connection between event batches and snapshots.
         self._write_lock = anyio.Lock()
@@ -213,7 +268,7 @@ class EventLog:
         writer (back-pressure).
         """
         name = os.fspath(path)
-        last_seq, lock = await anyio.to_thread.run_sync(_prepare, name, readonly, migrations)
+        start, lock = await anyio.to_thread.run_sync(_prepare, name, readonly, migrations)
         async with AsyncExitStack() as stack:
             if lock is not None:
                 stack.callback(lock.release)  # released last, once both connections closed
@@ -225,10 +280,10 @@ class EventLog:
             reader = await _connect(name, readonly=True)
             stack.push_async_callback(_close, reader)
             if writer is None:
-                yield cls(name, reader, None, None, last_seq, max_batch)
+                yield cls(name, reader, None, None, start, max_batch)
                 return
             send, receive = anyio.create_memory_object_stream[_Append](max_queued)
-            log = cls(name, reader, writer, send, last_seq, max_batch)
+            log = cls(name, reader, writer, send, start, max_batch)
             failure: Exception | None = None
             async with anyio.create_task_group() as tg:
                 tg.start_soon(log._write_loop, receive)
@@ -307,23 +362,13 @@ class EventLog:
 
     async def _transaction(self, batch: list[_Append]) -> None:
         writer = cast(aiosqlite.Connection, self._writer)
-        first = next_seq = self._last_seq + 1
-        rows: list[Iterator[tuple[int, int, str | None, bytes]]] = []
-        for item in batch:
-            item.first = next_seq
-            next_seq += len(item.bodies)
-            rows.append(
-                zip(range(item.first, next_seq), item.ats, item.refs, item.bodies, strict=True)
-            )
-        # Every row's (seq, at, ref, body) in one flat list, built without a Python-level loop.
-        flat: list[Any] = list(chain.from_iterable(chain.from_iterable(rows)))
-        count = next_seq - first
-        width = 4 * _ROWS_PER_INSERT
-        whole = count - count % _ROWS_PER_INSERT
-        statements = [flat[i : i + width] for i in range(0, 4 * whole, width)]
-        rest = [flat[i : i + 4] for i in range(4 * whole, len(flat), 4)]
+        first = self._last_seq + 1
+        count = sum(len(item.bodies) for item in batch)
+        next_seq = first + count
         async with self._write_lock:
             try:
+                # Inside: a value the row cannot hold fails the chain's digest first.
+                statements, rest, head = _rows(batch, first, self._head)
                 # The writer connection's isolation_level makes the first statement open the
                 # transaction (BEGIN IMMEDIATE) itself: one round trip to its thread fewer.
                 if statements:
@@ -338,6 +383,7 @@ class EventLog:
                     f"{self._name}: appending seq {first}..{next_seq - 1} failed: {exc}"
                 ) from exc
         self._last_seq = next_seq - 1
+        self._head = head
         self.stats.transactions += 1
         self.stats.appends += len(batch)
         self.stats.events += count
@@ -345,9 +391,11 @@ class EventLog:
     async def _recover(self, writer: aiosqlite.Connection) -> None:
         with suppress(sqlite3.Error):
             await writer.rollback()
-        # Seqs must stay dense: continue from what the file holds, not from our guess.
+        # Seqs must stay dense and the chain whole: continue from what the file holds, not
+        # from our guess.
         with suppress(sqlite3.Error):
-            (self._last_seq,) = await _fetchone(writer, "SELECT coalesce(max(seq), 0) FROM events")
+            last_seq, head = await _fetchone(writer, _HEAD)
+            self._last_seq, self._head = int(last_seq), head or GENESIS
 
     # -----------------------------------------------------------------------------------------
     # Reading
@@ -452,9 +500,11 @@ class EventLog:
         with anyio.CancelScope(shield=True), _translate(self._name, f"saving snapshot {seq}"):
             async with self._write_lock:
                 try:
+                    # The chain's value at `seq`, as this writer stored it.
                     await self._writer.execute(
-                        "INSERT OR REPLACE INTO snapshots (seq, created_at, body) VALUES (?, ?, ?)",
-                        (seq, time.time_ns() // 1_000_000, body),
+                        "INSERT OR REPLACE INTO snapshots (seq, created_at, body, digest) VALUES"
+                        " (?, ?, ?, (SELECT digest FROM events WHERE seq = ?))",
+                        (seq, time.time_ns() // 1_000_000, body, seq),
                     )
                     removed = 0
                     if keep:
@@ -480,18 +530,44 @@ class EventLog:
         )
         return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
 
+    # -----------------------------------------------------------------------------------------
+    # The digest chain
+
+    async def check_chain(self, after: int = 0, until: int | None = None) -> None:
+        """Check the chain over events `after` + 1..`until` (the end when None), as a replay
+        starting from the snapshot at `after` reads them, and that seqs 1..N are dense:
+        `BrokenChain` names the first seq that is missing, unreadable or changed. The start
+        is the snapshot's recorded digest if there is one at `after`, else the one stored
+        with that event. What the writer checked when it opened the log is not read again."""
+        end = self._last_seq if until is None else min(until, self._last_seq)
+        if self._checked_after is not None:
+            if after >= self._checked_after:
+                return
+            end = min(end, self._checked_after)
+        await anyio.to_thread.run_sync(check_range, self._name, after, end)
+
 
 # ---------------------------------------------------------------------------------------------
 # Opening
 
 
+class _Start(msgspec.Struct, frozen=True):
+    """What opening found: the newest seq, the chain's value there and, read-write, the seq
+    from which the open checked the chain to the end."""
+
+    last_seq: int
+    head: bytes
+    checked_after: int | None = None
+
+
 def _prepare(
     name: str, readonly: bool, migrations: Sequence[Migration]
-) -> tuple[int, _WriterLock | None]:
+) -> tuple[_Start, _WriterLock | None]:
     """Check that `name` is a usable log, create or migrate it (read-write only), and return
-    its newest seq and, read-write, the writer's lock (`_WriterLock`). Runs in a worker
+    what it found and, read-write, the writer's lock (`_WriterLock`). Runs in a worker
     thread with plain sqlite3. Nothing is written to a file until it is known to be a
-    kbatchd log (or a new, empty one)."""
+    kbatchd log (or a new, empty one); read-write, nothing is appended to a log whose
+    start-up checks fail (`_check_start`)."""
     _check_file(name, readonly)
     # Before SQLite opens the file: the lock's descriptor is what creates a new one.
     lock = None if readonly else _WriterLock(name)
@@ -522,15 +598,17 @@ def _prepare(
                     )
                 conn.execute("PRAGMA journal_mode = WAL")
                 try:
-                    apply_migrations(conn, migrations)
+                    apply_migrations(conn, migrations, {"digest_chain": _fill_in_chain})
                 except MigrationError as exc:
                     # One that failed for want of room is no fault of the migration.
                     raise _error_class(exc.__cause__ or exc)(f"{name}: {exc}") from exc
             missing = _TABLES - _tables(conn)
             if missing:
                 raise NotALog(f"{name}: not a kbatchd log (no table {', '.join(sorted(missing))})")
-            (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
-            return int(last_seq), lock
+            if readonly:
+                last_seq, head = conn.execute(_HEAD).fetchone()
+                return _Start(int(last_seq), head or GENESIS), lock
+            return _check_start(conn, name), lock
     except BaseException:
         if lock is not None:
             lock.release()
@@ -668,6 +746,157 @@ def _check_identity(conn: sqlite3.Connection, name: str, readonly: bool) -> None
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The digest chain
+
+
+def _fill_in_chain(conn: sqlite3.Connection) -> None:
+    """The digests of the events of a log written before the chain (migration 0003, inside
+    its transaction), and those of its snapshots. One pass in seq order over the rows as
+    they are: a seq missing from such a log is then found by the checks, like any other."""
+    walk = Walk(0, GENESIS)
+    low = 0
+    while True:
+        rows = conn.execute(
+            "SELECT seq, at, ref, body FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+            (low, READ_BATCH),
+        ).fetchall()
+        if not rows:
+            break
+        updates = []
+        digest = walk.digest
+        for seq, at, ref, body in rows:
+            digest = link(digest, seq, at, ref, body)
+            updates.append((digest, seq))
+        walk.digest = digest
+        conn.executemany("UPDATE events SET digest = ? WHERE seq = ?", updates)
+        low = rows[-1][0]
+    conn.execute(
+        "UPDATE snapshots SET digest = (SELECT digest FROM events WHERE events.seq = snapshots.seq)"
+    )
+
+
+def _check_start(conn: sqlite3.Connection, name: str) -> _Start:
+    """What a writer checks before it appends to a log: that seqs 1..N are dense (a count,
+    which also reads every page of the events' table), that the newest snapshot's digest is
+    its event's, and the chain from there to the end. `BrokenChain` names where it breaks."""
+    last_seq = _check_dense_log(conn, name)
+    found = conn.execute("SELECT seq FROM snapshots ORDER BY seq DESC LIMIT 1").fetchone()
+    after = int(found[0]) if found else 0
+    head = _walk_chain(conn, name, after, last_seq)
+    return _Start(last_seq, head, checked_after=after)
+
+
+def check_range(name: str, after: int, until: int) -> None:
+    """`EventLog.check_chain` of the log at `name`, on a read-only connection of its own."""
+    with _translate(name, "opening"):
+        conn = _sqlite_connect(name, readonly=True)
+    with closing(conn):
+        _check_dense_log(conn, name)
+        _walk_chain(conn, name, after, until)
+
+
+class Checked(msgspec.Struct, frozen=True):
+    """What `check_whole` found: a whole chain over seqs 1..`last_seq`."""
+
+    log: str
+    last_seq: int
+    snapshots: int
+    head: str
+
+
+def check_whole(name: str) -> Checked:
+    """The whole log: every event's digest recomputed from the first, and every snapshot's
+    against the chain at its seq (`kbatchd replay LOG --check`). `BrokenChain` names the
+    first seq where it breaks."""
+    with _translate(name, "opening"):
+        conn = _sqlite_connect(name, readonly=True)
+    with closing(conn):
+        with _translate(name, "reading the snapshots"):
+            snapshots = conn.execute("SELECT seq, digest FROM snapshots ORDER BY seq").fetchall()
+            (last_seq,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        walk = Walk(0, GENESIS)
+        for seq, recorded in snapshots:
+            _follow(conn, name, walk, seq)
+            if recorded != walk.digest:
+                raise BrokenChain(name, seq, _SNAPSHOT_DIFFERS.format(seq=seq))
+        _follow(conn, name, walk, last_seq)
+        return Checked(name, last_seq, len(snapshots), walk.digest.hex())
+
+
+_SNAPSHOT_DIFFERS: Final = "snapshot seq {seq} records another digest than the chain's there"
+
+
+def _check_dense_log(conn: sqlite3.Connection, name: str) -> int:
+    """The newest seq, once seqs 1..N are known dense: one count, which reads every page of
+    the events' table (a damaged one fails it). Where it breaks is then looked for."""
+    try:
+        with _translate(name, "counting the events"):
+            count, last_seq = conn.execute(
+                "SELECT count(*), coalesce(max(seq), 0) FROM events"
+            ).fetchone()
+    except CorruptLog:
+        _first_gap(conn, name)
+        raise
+    if count != last_seq:
+        _first_gap(conn, name)
+    return int(last_seq)
+
+
+def _first_gap(conn: sqlite3.Connection, name: str) -> None:
+    """`BrokenChain` at the first seq missing or unreadable, walking the seqs from 1."""
+    expected = 1
+    try:
+        for (seq,) in conn.execute("SELECT seq FROM events ORDER BY seq"):
+            if seq != expected:
+                raise BrokenChain(
+                    name, expected, f"the event is missing (the next one is seq {seq})"
+                )
+            expected += 1
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(name, expected, exc) from exc
+
+
+def _walk_chain(conn: sqlite3.Connection, name: str, after: int, until: int) -> bytes:
+    """The chain's value at `until`, walked from `after`: from the digest its snapshot
+    recorded, which must be the one stored with its event (or from that event's alone when
+    no snapshot is at `after`)."""
+    start = GENESIS
+    if after:
+        with _translate(name, f"reading the digest of seq {after}"):
+            stored = conn.execute("SELECT digest FROM events WHERE seq = ?", (after,)).fetchone()
+            snapshot = conn.execute(
+                "SELECT digest FROM snapshots WHERE seq = ?", (after,)
+            ).fetchone()
+        if stored is None:
+            raise BrokenChain(name, after, "the event is missing")
+        if snapshot is not None and snapshot[0] != stored[0]:
+            raise BrokenChain(name, after, _SNAPSHOT_DIFFERS.format(seq=after))
+        start = stored[0]
+    walk = Walk(after, start)
+    _follow(conn, name, walk, until)
+    return walk.digest
+
+
+def _follow(conn: sqlite3.Connection, name: str, walk: Walk, until: int) -> None:
+    """Walk the stored events after the walk's position up to `until`, row by row: a page that
+    cannot be read stops the walk at the first seq it holds."""
+    try:
+        walk.follow(conn.execute(_CHAIN, (walk.next_seq - 1, until)))
+        walk.end(until)
+    except ChainBroken as exc:
+        raise BrokenChain(name, exc.seq, exc.reason) from None
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(name, walk.next_seq, exc) from exc
+
+
+def _unreadable(name: str, seq: int, exc: sqlite3.DatabaseError) -> LogError:
+    """A damaged page met at `seq` breaks the chain there; another error is the file's."""
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_CORRUPT:
+        return BrokenChain(name, seq, f"the event cannot be read ({exc})")
+    return LogError(f"{name}: {exc} while reading events from seq {seq}")
 
 
 def read_raw_range(

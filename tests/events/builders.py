@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from events.chain import GENESIS, link
 from events.objects import Job, Node, OwnerRef, Pod, PodGroup
 from events.schema import Change, Observed, encode_event
 from events.topology import DEFAULT_LEVELS
@@ -128,13 +129,26 @@ def labels_not_a_map(event: Observed) -> bytes:
     return msgspec.msgpack.encode(fields)
 
 
-def vandalize(path: Path, sql: str, *params: object) -> None:
+def vandalize(path: Path, sql: str, *params: object, rechain: bool = False) -> None:
     """Run `sql` on the log at `path` past the triggers that keep its events unchanged: only
-    vandalism (a test of damaged logs) gets past them."""
+    vandalism (a test of damaged logs) gets past them. With `rechain`, the digest chain is
+    then made again over the rows as they are, as if a kbatchd had written them so: the
+    damage is then one the chain vouches for (a test of what reading finds)."""
     with closing(sqlite3.connect(path)) as db, db:
         db.execute("DROP TRIGGER IF EXISTS events_no_update")
         db.execute("DROP TRIGGER IF EXISTS events_no_delete")
+        db.execute("DROP TRIGGER IF EXISTS events_digest_once")
         db.execute(sql, params)
+        if rechain:
+            digest = GENESIS
+            rows = db.execute("SELECT seq, at, ref, body FROM events ORDER BY seq").fetchall()
+            for seq, at, ref, body in rows:
+                digest = link(digest, seq, at, ref, body)
+                db.execute("UPDATE events SET digest = ? WHERE seq = ?", (digest, seq))
+            db.execute(
+                "UPDATE snapshots SET digest = (SELECT digest FROM events AS e"
+                " WHERE e.seq = snapshots.seq)"
+            )
 
 
 # ---------------------------------------------------------------------------------------------

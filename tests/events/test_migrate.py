@@ -56,6 +56,24 @@ def three(tmp_path: Path) -> Path:
     return directory
 
 
+@pytest.fixture
+def later(tmp_path: Path) -> Path:
+    """The shipped migrations plus two of this test's after them: a log the store can write
+    (it needs the shipped schema), then upgraded by a kbatchd that knows more."""
+    directory = tmp_path / "later"
+    directory.mkdir()
+    for migration in MIGRATIONS:
+        shutil.copy(REPO_MIGRATIONS / f"{migration.label}.sql", directory)
+    after = CODE_SCHEMA_VERSION
+    (directory / f"{after + 1:04d}_labels.sql").write_text(
+        "CREATE TABLE labels (key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+    )
+    (directory / f"{after + 2:04d}_label_index.sql").write_text(
+        "CREATE INDEX labels_by_value ON labels (value);\n"
+    )
+    return directory
+
+
 def test_the_shipped_migrations() -> None:
     assert Path(str(migrations_dir())) == REPO_MIGRATIONS
     assert MIGRATIONS[0].version == 1
@@ -135,19 +153,22 @@ def test_a_missing_directory(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_an_older_log_is_upgraded_on_a_read_write_open(tmp_path: Path, three: Path) -> None:
+async def test_an_older_log_is_upgraded_on_a_read_write_open(tmp_path: Path, later: Path) -> None:
     path = tmp_path / "log.db"
-    old, new = list_migrations(three)[:1], list_migrations(three)
+    old, new = MIGRATIONS, list_migrations(later)
+    shipped = CODE_SCHEMA_VERSION
     async with EventLog.open(path, migrations=old) as log:
         await log.append([Tick(at=i) for i in range(10)])
-    assert [v for v, _, _ in recorded(path)] == [1]
+    assert [v for v, _, _ in recorded(path)] == list(range(1, shipped + 1))
     before = hashlib.sha256(path.read_bytes()).hexdigest()
 
     with pytest.raises(SchemaTooOld) as info:
         async with EventLog.open(path, readonly=True, migrations=new):
             pass
     message = str(info.value)
-    assert message.startswith(f"{path}: log schema version 1 needs migrating to 3")
+    assert message.startswith(
+        f"{path}: log schema version {shipped} needs migrating to {shipped + 2}"
+    )
     assert "read-only" in message
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
@@ -155,7 +176,7 @@ async def test_an_older_log_is_upgraded_on_a_read_write_open(tmp_path: Path, thr
         assert log.last_seq == 10
         assert await log.append([Tick(at=10)]) == [11]
     upgraded = recorded(path)
-    assert [v for v, _, _ in upgraded] == [1, 2, 3]
+    assert [v for v, _, _ in upgraded] == list(range(1, shipped + 3))
 
     async with EventLog.open(path, migrations=new) as log:
         assert [e async for _, e in log.read()] == [Tick(at=i) for i in range(11)]

@@ -31,6 +31,7 @@ from events.schema import (
 )
 from events.store import (
     PAGE_SIZE,
+    BrokenChain,
     CorruptEvent,
     CorruptLog,
     EventLog,
@@ -40,6 +41,7 @@ from events.store import (
     NotALog,
     SchemaTooNew,
 )
+from tests.events.builders import vandalize
 from tests.processes import snapshot_seqs
 
 pytestmark = pytest.mark.anyio
@@ -574,10 +576,16 @@ async def test_a_damaged_page_names_the_seqs_being_read(tmp_path: Path, readonly
         file.seek(page_size * (pages // 2))
         file.write(b"\xff" * page_size)
     before = digest(path)
-    async with EventLog.open(path, readonly=readonly) as log:
-        with pytest.raises(CorruptLog) as info:
-            await read_all(log)
-    _check_error(info.value, path, "log is corrupt", "while reading events seq ")
+    if readonly:
+        async with EventLog.open(path, readonly=True) as log:
+            with pytest.raises(CorruptLog) as info:
+                await read_all(log)
+        _check_error(info.value, path, "log is corrupt", "while reading events seq ")
+    else:
+        # A writer's start counts the events, which reads every page: it appends nothing.
+        with pytest.raises(BrokenChain) as info:
+            await _open_and_read_everything(path, readonly)
+        _check_error(info.value, path, "the log breaks at seq ", "the event cannot be read")
     assert digest(path) == before
 
 
@@ -585,10 +593,8 @@ async def test_a_corrupt_event_is_reported_with_its_seq(tmp_path: Path, readonly
     path = tmp_path / "log.db"
     events = sample_events() * 5
     await make_log(path, events)
-    with sqlite(path) as conn:
-        # Only a deliberate act of vandalism gets past the append-only trigger.
-        conn.execute("DROP TRIGGER events_no_update")
-        conn.execute("UPDATE events SET body = x'c1c1c1' WHERE seq = 17")
+    # Chained again over the bad body: the store's reads, not the chain, are under test.
+    vandalize(path, "UPDATE events SET body = x'c1c1c1' WHERE seq = 17", rechain=True)
     before = digest(path)
 
     seen: list[int] = []
@@ -617,9 +623,7 @@ async def test_a_corrupt_event_is_reported_with_its_seq(tmp_path: Path, readonly
 async def test_a_corrupt_event_propagates_out_of_the_block(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
     await make_log(path, ticks(3))
-    with sqlite(path) as conn:
-        conn.execute("DROP TRIGGER events_no_update")
-        conn.execute("UPDATE events SET body = 'text, not msgpack' WHERE seq = 2")
+    vandalize(path, "UPDATE events SET body = x'c1c1c1' WHERE seq = 2", rechain=True)
     with pytest.raises(CorruptEvent) as info:
         await _open_and_read_everything(path, readonly=False)
     assert info.value.seq == 2
