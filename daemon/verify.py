@@ -119,6 +119,7 @@ async def verify(
     if found is not None:
         state = found[1]
     start = state.seq
+    await log.check_chain(after=start, until=last)
     if start:
         # The daemon start in force where the check begins (those after it are met below).
         before = await log.events_for(STARTED_REF, until=start)

@@ -158,8 +158,10 @@ async def export(
     log: EventLog, target: Path, *, until: int | None = None, progress: Progress | None = None
 ) -> int:
     """Write events 1..`until` (default: all) to `target` (``-``: stdout), which must not
-    exist. Returns how many were written."""
+    exist, once their digest chain is whole (a copy made of a damaged log would carry a new,
+    whole chain). Returns how many were written."""
     last = log.last_seq if until is None else min(until, log.last_seq)
+    await log.check_chain(until=last)
     if str(target) == "-":
         return await _export_to(log, sys.stdout, last, progress)
     try:

@@ -155,11 +155,13 @@ async def rebuild(
     progress: Progress | None = None,
     read_ahead: bool | None = None,
 ) -> Replayed:
-    """State as of `until` (the whole log when None), from the newest usable snapshot.
-    `read_ahead`: whether a second process reads and decodes the events to fold
-    (`events.readahead`); None: when there are `READ_AHEAD_FROM` or more."""
+    """State as of `until` (the whole log when None), from the newest usable snapshot, once
+    the digest chain from it to `until` is whole (`EventLog.check_chain`: `BrokenChain`
+    names where it breaks). `read_ahead`: whether a second process reads and decodes the
+    events to fold (`events.readahead`); None: when there are `READ_AHEAD_FROM` or more."""
     last = log.last_seq if until is None else min(until, log.last_seq)
     found, skipped = await snapshot_state(log, last)
+    await log.check_chain(after=found[0] if found is not None else 0, until=last)
     snapshot: int | None = None
     state = empty_state(levels)
     if found is not None:

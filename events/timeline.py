@@ -212,6 +212,7 @@ async def timeline(
     last = log.last_seq if until is None else min(until, log.last_seq)
     before = await rebuild(log, until=min(from_seq - 1, last), levels=levels)
     state = before.state
+    await log.check_chain(after=state.seq, until=last)
     recorder = _Recorder(state, resource)
     recorder.start()
     initial = recorder.snapshot()

@@ -17,7 +17,7 @@ from events.intents import Bind
 from events.replay import paused_gc, rebuild
 from events.schema import Decided, Event, PodChange
 from events.state import State, empty_state, encode_state
-from events.store import CorruptEvent, EventLog
+from events.store import BrokenChain, CorruptEvent, CorruptLog, EventLog
 from events.timeline import timeline
 from tests.events.builders import labels_not_a_map, make_node, make_pod, observed, vandalize
 
@@ -85,13 +85,16 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("body", "detail"),
-    [(b"\xc1\xc1\xc1", "MessagePack data is malformed"), ("text, not msgpack", "")],
+    ("body", "prefix", "detail"),
+    [
+        (b"\xc1\xc1\xc1", "event seq 4 is corrupt: ", "MessagePack data is malformed"),
+        ("text, not msgpack", "the log breaks at seq 4: ", "not of their types"),
+    ],
     ids=["malformed-msgpack", "text-not-a-blob"],
 )
 @pytest.mark.parametrize("read_ahead", [False, True], ids=["one-process", "read-ahead"])
 async def test_rebuild_names_the_seq_of_a_corrupt_event(
-    tmp_path: Path, body: bytes | str, detail: str, read_ahead: bool
+    tmp_path: Path, body: bytes | str, prefix: str, detail: str, read_ahead: bool
 ) -> None:
     """`rebuild` decodes the rows itself (not through `EventBatch`), so it is checked here
     that a bad body still becomes `CorruptEvent` with the file and its seq."""
@@ -99,12 +102,16 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     nodes: list[Event] = [observed(make_node(f"n{i}")) for i in range(5)]
     async with EventLog.open(path) as log:
         await log.append(nodes)
-    vandalize(path, "UPDATE events SET body = ? WHERE seq = 4", body)
+    # Rechained: a body the digest chain vouches for (text is not one it can).
+    vandalize(
+        path, "UPDATE events SET body = ? WHERE seq = 4", body, rechain=isinstance(body, bytes)
+    )
     async with EventLog.open(path, readonly=True) as log:
-        with pytest.raises(CorruptEvent) as info:
+        with pytest.raises(CorruptLog) as info:
             await rebuild(log, read_ahead=read_ahead)
+    assert isinstance(info.value, CorruptEvent | BrokenChain)
     assert info.value.seq == 4
-    assert str(info.value).startswith(f"{path}: event seq 4 is corrupt: ")
+    assert str(info.value).startswith(f"{path}: {prefix}")
     assert detail in str(info.value)
 
 
@@ -154,7 +161,9 @@ async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
     events: list[Event] = [observed(make_node("n0")), created, *after]
     async with EventLog.open(path) as log:
         await log.append(events)
-    vandalize(path, "UPDATE events SET body = ? WHERE seq = 2", labels_not_a_map(created))
+    vandalize(
+        path, "UPDATE events SET body = ? WHERE seq = 2", labels_not_a_map(created), rechain=True
+    )
     async with EventLog.open(path, readonly=True) as log:
         if named is None:
             replayed = await rebuild(log, until=until, read_ahead=read_ahead)
