@@ -29,7 +29,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, closing, contextmana
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, NoReturn, cast
 
 import aiosqlite
 import anyio
@@ -57,6 +57,7 @@ _INSERT_MANY: Final = "INSERT INTO events (seq, at, ref, body, digest) VALUES " 
     ["(?, ?, ?, ?, ?)"] * _ROWS_PER_INSERT
 )
 _RANGE: Final = "SELECT body FROM events WHERE seq BETWEEN ? AND ? ORDER BY seq"
+_ONE: Final = "SELECT seq, at, ref, body, digest FROM events WHERE seq = ?"
 _CHAIN: Final = (
     "SELECT seq, at, ref, body, digest FROM events WHERE seq > ? AND seq <= ? ORDER BY seq"
 )
@@ -856,7 +857,9 @@ def _first_gap(conn: sqlite3.Connection, name: str) -> None:
                 )
             expected += 1
     except sqlite3.DatabaseError as exc:
-        raise _unreadable(name, expected, exc) from exc
+        with _translate(name, "reading the newest seq"):
+            (last,) = conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()
+        _look_up_one_by_one(conn, name, Walk(expected - 1, b""), last, exc, seqs_only=True)
 
 
 def _walk_chain(conn: sqlite3.Connection, name: str, after: int, until: int) -> bytes:
@@ -889,7 +892,38 @@ def _follow(conn: sqlite3.Connection, name: str, walk: Walk, until: int) -> None
     except ChainBroken as exc:
         raise BrokenChain(name, exc.seq, exc.reason) from None
     except sqlite3.DatabaseError as exc:
-        raise _unreadable(name, walk.next_seq, exc) from exc
+        _look_up_one_by_one(conn, name, walk, until, exc)
+
+
+def _look_up_one_by_one(
+    conn: sqlite3.Connection,
+    name: str,
+    walk: Walk,
+    until: int,
+    failure: sqlite3.DatabaseError,
+    *,
+    seqs_only: bool = False,
+) -> NoReturn:
+    """Where a walk that failed breaks. sqlite3's cursor steps one row past the one it
+    returns, so the row it failed on may be readable: look each up alone (a seek, which
+    reads no neighbour) from the first the walk did not get, up to the first that cannot
+    be read or is missing (`seqs_only`: there is no chain to follow, only seqs)."""
+    while walk.next_seq <= until:
+        seq = walk.next_seq
+        try:
+            row = conn.execute(_ONE, (seq,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise _unreadable(name, seq, exc) from exc
+        if row is None:
+            raise BrokenChain(name, seq, "the event is missing")
+        if seqs_only:
+            walk.next_seq += 1
+            continue
+        try:
+            walk.follow([row])
+        except ChainBroken as exc:
+            raise BrokenChain(name, exc.seq, exc.reason) from None
+    raise _unreadable(name, walk.next_seq, failure) from failure
 
 
 def _unreadable(name: str, seq: int, exc: sqlite3.DatabaseError) -> LogError:
