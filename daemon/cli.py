@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import anyio
 import msgspec
 
 from daemon import config, eventloop, provenance
@@ -27,7 +28,7 @@ from events.replay import (
 )
 from events.schema import STARTED_REF, Started
 from events.state import TABLES
-from events.store import EventLog, LogError, LogStorageError
+from events.store import CorruptLog, EventLog, LogError, LogStorageError, check_whole
 
 if TYPE_CHECKING:  # imported when --verify runs: the reconcilers are not loaded for the rest
     from daemon.verify import Divergence, Run
@@ -106,6 +107,12 @@ def _replay_arguments(replay: argparse.ArgumentParser) -> None:
         "--verify",
         action="store_true",
         help="re-run the reconcilers at every recorded decision; exit 1 on a divergence",
+    )
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="walk the log's whole digest chain and check every snapshot against it; exit 1 "
+        "where it breaks",
     )
     mode.add_argument(
         "--timeline",
@@ -240,6 +247,8 @@ async def _replay_mode(args: argparse.Namespace) -> int:
         return await _import_jsonl(args)
     if args.verify:
         return await _verify(args)
+    if args.check:
+        return await _check(args)
     async with open_for_replay(args.log, note=_note) as log:
         await _note_until_past_end(log, args)
         if args.explain is not None:
@@ -407,6 +416,26 @@ async def _verify(args: argparse.Namespace) -> int:
         made_by = result.run_at(result.divergence.seq)
         print(render_divergence(str(args.log), result.divergence, made_by))
     return 0 if result.divergence is None else 1
+
+
+async def _check(args: argparse.Namespace) -> int:
+    async with open_for_replay(args.log, note=_note) as log:
+        try:
+            checked = await anyio.to_thread.run_sync(check_whole, log.path)
+        except CorruptLog as exc:
+            # Where it breaks is the answer, not a failure to give one: exit 1, as --verify's
+            # divergence. (A file that is no log at all is a LogError: exit 2.)
+            broken = str(exc).replace(log.path, str(args.log))
+            print(_json({"log": str(args.log), "broken": broken}) if args.json else broken)
+            return 1
+    if args.json:
+        print(_json(msgspec.structs.replace(checked, log=str(args.log))))
+    else:
+        print(
+            f"{args.log}: digest chain whole over seq 1..{checked.last_seq:,}, "
+            f"{checked.snapshots} snapshot(s) agreeing with it (head {checked.head})"
+        )
+    return 0
 
 
 def _made_by(run: Run | None) -> str:

@@ -25,6 +25,7 @@ from events.schema import Observed
 from events.state import empty_state, encode_state
 from events.store import EventLog
 from events.topology import DEFAULT_LEVELS
+from tests.events.builders import vandalize
 from tests.processes import stderr_on_a_terminal
 
 EVENTS = 6_000
@@ -300,6 +301,23 @@ def _corrupt_event(tmp: Path, good: Path) -> Path:
     return path
 
 
+def _changed_at(tmp: Path, good: Path) -> Path:
+    """An event after the snapshot that still decodes, its time changed: only the digest
+    chain tells."""
+    path = tmp / "changed.db"
+    path.write_bytes(good.read_bytes())
+    vandalize(path, "UPDATE events SET at = at + 1 WHERE seq = 4500")
+    return path
+
+
+def _missing_before_snapshot(tmp: Path, good: Path) -> Path:
+    """An event before the snapshot gone: what a start folds never reads it."""
+    path = tmp / "missing.db"
+    path.write_bytes(good.read_bytes())
+    vandalize(path, "DELETE FROM events WHERE seq = 1234")
+    return path
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -307,8 +325,17 @@ def _corrupt_event(tmp: Path, good: Path) -> Path:
         (_other_app, "not a kbatchd"),
         (_truncated, ""),
         (_corrupt_event, "seq 4321"),
+        (_changed_at, "the log breaks at seq 4500: the event's digest does not follow"),
+        (_missing_before_snapshot, "the log breaks at seq 1234: the event is missing"),
     ],
-    ids=["not-sqlite", "other-application", "truncated", "corrupt-event"],
+    ids=[
+        "not-sqlite",
+        "other-application",
+        "truncated",
+        "corrupt-event",
+        "changed-after-the-snapshot",
+        "missing-before-the-snapshot",
+    ],
 )
 @pytest.mark.parametrize("command", ["replay", "run"])
 def test_bad_logs_get_one_line_and_exit_2_and_stay_unchanged(
@@ -396,6 +423,64 @@ def test_demo_var_that_is_no_directory_is_one_line(
     assert main(["demo", "--var", str(var)]) == 2
     assert capsys.readouterr().err == f"kbatchd: --var {var}: {message}\n"
     assert (tmp_path / "notes.txt").read_text() == "kept\n"
+
+
+def test_check_of_an_intact_log_says_so_in_one_line(
+    log_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(log_file), "--check"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    assert out[0].startswith(
+        f"{log_file}: digest chain whole over seq 1..{EVENTS:,}, 1 snapshot(s) agreeing with it"
+    )
+    assert main(["replay", str(log_file), "--check", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["log"], data["last_seq"], data["snapshots"]) == (str(log_file), EVENTS, 1)
+
+
+@pytest.mark.parametrize(
+    ("sql", "seq", "found_by_replay"),
+    [
+        ("DELETE FROM events WHERE seq = 1234", 1234, True),
+        ("UPDATE events SET body = x'c1' WHERE seq = 1234", 1234, False),
+        ("UPDATE events SET ref = 'Job/c/ns/other' WHERE seq = 4500", 4500, True),
+    ],
+    ids=["missing-before-the-snapshot", "garbage-before-the-snapshot", "ref-after-the-snapshot"],
+)
+def test_check_names_where_the_chain_breaks_and_exits_1(
+    tmp_path: Path,
+    log_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    sql: str,
+    seq: int,
+    found_by_replay: bool,
+) -> None:
+    path = tmp_path / "damaged.db"
+    path.write_bytes(log_file.read_bytes())
+    vandalize(path, sql)
+    before = _digest(path)
+    assert main(["replay", str(path), "--check"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [captured.out.strip()]
+    assert captured.out.startswith(f"{path}: the log breaks at seq {seq}: ")
+    assert captured.err == ""
+    assert main(["replay", str(path), "--check", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["broken"].startswith(f"{path}: the log breaks at ")
+    # Plain replay starts from the snapshot: it sees a gap anywhere (a count), a changed event
+    # only after the snapshot.
+    code = main(["replay", str(path)])
+    captured = capsys.readouterr()
+    if found_by_replay:
+        assert code == 2
+        assert (
+            captured.err
+            == f"kbatchd: {path}: the log breaks at seq {seq}: "
+            + (captured.err.split(f"seq {seq}: ", 1)[1])
+        )
+    else:
+        assert code == 0, captured.err
+    assert _digest(path) == before
 
 
 def test_progress_is_shown_on_a_terminal(log_file: Path) -> None:
