@@ -875,6 +875,8 @@ def _walk_chain(conn: sqlite3.Connection, name: str, after: int, until: int) -> 
             ).fetchone()
         if stored is None:
             raise BrokenChain(name, after, "the event is missing")
+        if stored[0] is None:
+            raise BrokenChain(name, after, "the event has no digest")
         if snapshot is not None and snapshot[0] != stored[0]:
             raise BrokenChain(name, after, _SNAPSHOT_DIFFERS.format(seq=after))
         start = stored[0]

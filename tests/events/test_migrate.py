@@ -20,8 +20,8 @@ from events.migrate import (
     migrations_dir,
     schema_version,
 )
-from events.schema import Tick
-from events.store import EventLog, LogError, SchemaTooOld
+from events.schema import Tick, encode_event, event_ref
+from events.store import EventLog, LogError, SchemaTooOld, check_whole
 
 REPO_MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -197,3 +197,52 @@ async def test_a_failing_migration_at_open_is_a_log_error(tmp_path: Path, three:
     assert "\n" not in message
     # 0001 stays applied; a fixed kbatchd continues from there.
     assert [v for v, _, _ in recorded(path)] == [1]
+
+
+def _log_before_the_chain(path: Path, events: list[Tick], snapshot: int) -> None:
+    """A log as a kbatchd before the digest chain wrote it: schema 0002, rows without
+    digests, a snapshot."""
+    with connect(path) as conn:
+        apply_migrations(conn, [m for m in MIGRATIONS if m.version <= 2])
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO events (seq, at, ref, body) VALUES (?, ?, ?, ?)",
+            [(seq, e.at, event_ref(e), encode_event(e)) for seq, e in enumerate(events, 1)],
+        )
+        conn.execute(
+            "INSERT INTO snapshots (seq, created_at, body) VALUES (?, 0, x'00')", (snapshot,)
+        )
+        conn.execute("COMMIT")
+
+
+@pytest.mark.anyio
+async def test_the_chain_of_a_log_from_before_it_is_filled_in_once(tmp_path: Path) -> None:
+    events = [Tick(at=1_000 + i) for i in range(12_000)]  # more than one fill-in batch
+    old, new = tmp_path / "old.db", tmp_path / "new.db"
+    _log_before_the_chain(old, events, snapshot=7_000)
+    async with EventLog.open(new) as log:
+        await log.append(events)
+    with pytest.raises(SchemaTooOld):
+        async with EventLog.open(old, readonly=True):
+            pass
+
+    async with EventLog.open(old) as log:
+        assert log.last_seq == 12_000
+        await log.append([Tick(at=99)])
+    async with EventLog.open(new) as log:
+        await log.append([Tick(at=99)])
+
+    def digests(path: Path) -> list[bytes]:
+        with connect(path) as conn:
+            return [d for (d,) in conn.execute("SELECT digest FROM events ORDER BY seq")]
+
+    # The same chain as if the events had been appended by this kbatchd.
+    assert digests(old) == digests(new)
+    assert check_whole(str(old)).snapshots == 1
+    with connect(old) as conn:
+        (snapshot,) = conn.execute("SELECT digest FROM snapshots").fetchone()
+        assert snapshot == digests(old)[7_000 - 1]
+        # Filled in once: a digest set is never set again, nor is any stored field.
+        for sql in ("UPDATE events SET digest = x'00' WHERE seq = 5", "UPDATE events SET at = 0"):
+            with pytest.raises(sqlite3.DatabaseError, match="events are append-only"):
+                conn.execute(sql)
