@@ -1,5 +1,7 @@
-"""Event log benchmarks: append through the store against a bare insert, replay against
-decode alone, and the memory of folded state at 10,000 nodes and 100,000 pods."""
+"""Event log benchmarks: append through the store against a bare insert and against the
+store without its digest chain, replay against decode alone, what a start checks on the 1M
+events and what filling in the chain of an older log costs, and the memory of folded state
+at 10,000 nodes and 100,000 pods."""
 
 from __future__ import annotations
 
@@ -8,18 +10,22 @@ import sqlite3
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from itertools import chain, islice
 from pathlib import Path
 
+import pytest
 from msgspec.structs import replace
 
 from daemon.synthetic import make_nodes, make_pod, stream
+from events import store
 from events.fold import BulkFold, fold
+from events.migrate import MIGRATIONS, apply_migrations
 from events.replay import paused_gc, rebuild
 from events.schema import HEAD_DECODER, Event, Observed, decode_event, encode_event, event_ref
 from events.state import empty_state
-from events.store import PAGE_SIZE, READ_BATCH, EventLog
+from events.store import PAGE_SIZE, READ_BATCH, EventLog, check_whole
 from tests.bench.table import Table
 
 EVENTS = 1_000_000
@@ -71,6 +77,79 @@ async def _store_append(path: Path) -> float:
             await log.append(batch)
             elapsed += time.perf_counter() - start
     return elapsed
+
+
+def _heads(
+    previous: bytes,
+    first: int,
+    ats: Sequence[int],
+    refs: Sequence[str | None],
+    bodies: Sequence[bytes],
+) -> list[bytes]:
+    """In place of `events.chain.links`: the head stored for every row, nothing computed."""
+    return [previous] * len(bodies)
+
+
+@contextmanager
+def _unchained() -> Iterator[None]:
+    """The store with its digests not computed: the same appends but for the chain, which is
+    what the ratio to it measures."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(store, "links", _heads)
+        yield
+
+
+def _log_before_the_chain(path: Path, rows: list[tuple[int, int, str | None, bytes]]) -> None:
+    """A log as a kbatchd from before the digest chain wrote it (schema 2, 64 KiB pages)."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        db.execute("PRAGMA journal_mode=WAL")
+        apply_migrations(db, [m for m in MIGRATIONS if m.version <= 2])
+        for i in range(0, len(rows), BATCH):
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(
+                "INSERT INTO events (seq, at, ref, body) VALUES (?, ?, ?, ?)", rows[i : i + BATCH]
+            )
+            db.execute("COMMIT")
+
+
+def _remove(path: Path) -> None:
+    """A log no longer measured: its disk space back for the next."""
+    path.unlink()
+
+
+async def _timed_open(path: Path) -> float:
+    """How long opening read-write takes (the start's checks, and a migration if due)."""
+    start = time.perf_counter()
+    async with EventLog.open(path):
+        elapsed = time.perf_counter() - start
+    return elapsed
+
+
+def _count(path: Path) -> float:
+    """The start's density check alone: one count (and max) over the events."""
+    with closing(sqlite3.connect(path)) as db:
+        start = time.perf_counter()
+        db.execute("SELECT count(*), coalesce(max(seq), 0) FROM events").fetchone()
+        return time.perf_counter() - start
+
+
+async def _starts(table: Table, path: Path) -> None:
+    """What a start checks on the 1M-event log: with no snapshot (the chain of every event),
+    and with the newest 50,000 events back (the daemon's `snapshot_every`); the count alone,
+    and `--check` (the whole chain)."""
+    bare = _count(path)
+    whole = await _timed_open(path)
+    async with EventLog.open(path) as log:
+        await log.save_snapshot(log.last_seq - 50_000, b"a snapshot")
+    tail = await _timed_open(path)
+    start = time.perf_counter()
+    check_whole(str(path))
+    walk = time.perf_counter() - start
+    table.add("start: seqs dense, one count over the 1M events", f"{bare:.2f} s")
+    table.add("start: open read-write, newest snapshot 50,000 events back", f"{tail:.2f} s")
+    table.add("start: open read-write, no snapshot (the chain of all 1M)", f"{whole:.2f} s")
+    table.add("check: replay --check of the 1M events (the whole chain)", f"{walk:.2f} s")
 
 
 # The three loops below differ only in what follows the decode, and run as a replay runs
@@ -160,15 +239,30 @@ async def run(table: Table) -> None:
         bare = _bare_insert(Path(tmp) / "bare.db", rows)
         bare_many = _bare_insert(Path(tmp) / "bare-many.db", rows, per=64)
         bare_pages = _bare_insert(Path(tmp) / "bare-pages.db", rows, page_size=PAGE_SIZE)
-        store = await _store_append(Path(tmp) / "log.db")
+        with _unchained():
+            unchained = await _store_append(Path(tmp) / "unchained.db")
+        _remove(Path(tmp) / "unchained.db")
+        appended = await _store_append(Path(tmp) / "log.db")
+        _log_before_the_chain(Path(tmp) / "old.db", rows)
+        migrated = await _timed_open(Path(tmp) / "old.db")
+        _remove(Path(tmp) / "old.db")
         table.add("append: bare executemany", f"{EVENTS / bare:,.0f} events/s")
         table.add("append: bare, 64-row INSERTs", f"{EVENTS / bare_many:,.0f} events/s")
         table.add("append: bare, the store's 64 KiB pages", f"{EVENTS / bare_pages:,.0f} events/s")
-        table.add("append: through the store", f"{EVENTS / store:,.0f} events/s")
-        ratio = bare / store
+        table.add("append: through the store", f"{EVENTS / appended:,.0f} events/s")
+        table.add(
+            "append: through the store, without the digest chain",
+            f"{EVENTS / unchained:,.0f} events/s",
+        )
+        ratio = bare / appended
         table.add("append: store / bare", f"{ratio:.2f}", "≥ 0.50", ratio >= 0.5)
-        table.add("append: store / bare 64-row INSERTs", f"{bare_many / store:.2f}")
-        table.add("append: store / bare with 64 KiB pages", f"{bare_pages / store:.2f}")
+        table.add("append: store / bare 64-row INSERTs", f"{bare_many / appended:.2f}")
+        table.add("append: store / bare with 64 KiB pages", f"{bare_pages / appended:.2f}")
+        table.add("append: with the chain / without", f"{unchained / appended:.2f}")
+        table.add(
+            "migrating a 1M-event log from before the chain (fill-in + start checks)",
+            f"{migrated:.1f} s",
+        )
 
         bodies = [row[3] for row in rows]
         del rows, events
@@ -203,8 +297,13 @@ async def run(table: Table) -> None:
             start = time.perf_counter()
             await rebuild(log)
             whole = time.perf_counter() - start
+            start = time.perf_counter()
+            await log.check_chain()
+            checked = time.perf_counter() - start
         table.add("replay: 1M events from the log, in one process", f"{alone:.1f} s")
         table.add("replay: 1M events from the log", f"{whole:.1f} s", "< 10 s", whole < 10)
+        table.add("replay: of which the chain check (count + chain of 1M)", f"{checked:.1f} s")
+        await _starts(table, Path(tmp) / "log.db")
 
     gc.collect()
     tracemalloc.start()
