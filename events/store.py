@@ -843,6 +843,7 @@ def _check_dense_log(conn: sqlite3.Connection, name: str) -> int:
         raise
     if count != last_seq:
         _first_gap(conn, name)
+        raise CorruptLog(f"{name}: {count} events under seqs 1..{last_seq}")
     return int(last_seq)
 
 
