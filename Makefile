@@ -2,18 +2,30 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# The daemon alone (`make run`), and with the test and lint toolchain (`make test`).
+RUNTIME := $(VENV)/.runtime
+STAMP   := $(VENV)/.installed
+# `make install`: where the service's virtual environment and files go (DESTDIR: a staging
+# root, for packaging or a test).
+PREFIX  ?= /opt/kbatchd
+DESTDIR ?=
 
-.PHONY: run test lint unit control-plane bench clean
+.PHONY: run test lint unit control-plane bench install clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(RUNTIME): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(RUNTIME) $(STAMP)
 
 # The daemon on the embedded default: a simulated cluster on loopback, a log under ./var/.
-run: $(STAMP)
+run: $(RUNTIME)
 	mkdir -p var
 	$(BIN)/kbatchd demo --var var
 
@@ -37,6 +49,24 @@ test: lint unit
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+
+# The service as the README's "Install as a service" lays it out: a virtual environment at
+# PREFIX with kbatchd installed (not editable), the unit, the sysusers and tmpfiles snippets,
+# and the settings (kept if already there). Under a DESTDIR the environment is made there and
+# its scripts are rewritten to run from PREFIX. Creating the user and directories is
+# systemd-sysusers' and systemd-tmpfiles' job on the target (see the README).
+install:
+	$(PYTHON) -m venv $(DESTDIR)$(PREFIX)
+	$(DESTDIR)$(PREFIX)/bin/python -m pip install --quiet --upgrade pip
+	$(DESTDIR)$(PREFIX)/bin/python -m pip install --quiet .
+	if [ -n "$(DESTDIR)" ]; then \
+		grep -rlI -- "$(DESTDIR)$(PREFIX)" $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/pyvenv.cfg \
+		| xargs sed -i "s|$(DESTDIR)$(PREFIX)|$(PREFIX)|g"; fi
+	install -D -m 0644 systemd/kbatchd.service $(DESTDIR)/etc/systemd/system/kbatchd.service
+	install -D -m 0644 systemd/kbatchd.sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/kbatchd.conf
+	install -D -m 0644 systemd/kbatchd.tmpfiles.conf $(DESTDIR)/usr/lib/tmpfiles.d/kbatchd.conf
+	test -e $(DESTDIR)/etc/kbatchd/kbatchd.toml || \
+		install -D -m 0640 config/kbatchd.toml $(DESTDIR)/etc/kbatchd/kbatchd.toml
 
 clean:
 	rm -rf $(VENV) var build dist
