@@ -111,7 +111,7 @@ async def replacement_order(
 
     name, first = await eventually(running, within=30, what=f"{job}'s pod Running")
     listing = await core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
-    seen: list[tuple[str, str, bool]] = []
+    seen: list[tuple[str, str, bool, str]] = []
     await core.delete_namespaced_pod(name, namespace)
     with anyio.fail_after(40):
         async with watch.Watch() as stream:
@@ -123,7 +123,8 @@ async def replacement_order(
             ):
                 pod = event["object"]
                 uid = pod.metadata.uid
-                seen.append((event["type"], uid, pod.metadata.deletion_timestamp is not None))
+                terminating = pod.metadata.deletion_timestamp is not None
+                seen.append((event["type"], uid, terminating, str(pod.status.phase)))
                 if uid != first and pod.status.phase == "Running":
                     break
     return seen
@@ -140,13 +141,15 @@ async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_doe
         waited = await replacement_order(api, "patient", "Failed", cluster.namespace)
         eager = await replacement_order(api, "eager", "TerminatingOrFailed", cluster.namespace)
 
-    def first_index(seen: list[tuple[str, str, bool]], match: Any) -> int:
+    def first_index(seen: list[tuple[str, str, bool, str]], match: Any) -> int:
         return next(i for i, item in enumerate(seen) if match(item))
 
+    # Failed: the replacement only once the old pod is fully terminated (phase Failed, or
+    # gone), as upstream; its deletion may come after (its finalizer goes in the meantime).
     old = waited[0][1]
-    gone = first_index(waited, lambda e: e[0] == "DELETED" and e[1] == old)
+    ended = first_index(waited, lambda e: e[1] == old and (e[0] == "DELETED" or e[3] == "Failed"))
     new = first_index(waited, lambda e: e[0] == "ADDED" and e[1] != old)
-    assert gone < new, f"replacement created while the old pod was terminating: {waited}"
+    assert ended < new, f"replacement created while the old pod was terminating: {waited}"
 
     old = eager[0][1]
     new = first_index(eager, lambda e: e[0] == "ADDED" and e[1] != old)
