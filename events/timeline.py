@@ -81,6 +81,10 @@ class _Recorder:
         self.totals: dict[int, int] = {}
         self.picture: list[list[Any]] | None = None
         self.daemon_starts: list[dict[str, Any]] = []
+        # How much of the resource is held, and the first seq it was held most at (among
+        # the changes kept): where the page opens.
+        self.in_use = 0
+        self.busiest: tuple[int, int] = (0, 0)
 
     def workload(self, ref: str) -> int:
         index = self.workloads.get(ref)
@@ -127,6 +131,8 @@ class _Recorder:
                 host = self.host(node_key)
                 self.cells[host] = cell
                 self._count(cell, 1, self.state.seq, self.state.now)
+                self.in_use += sum(n for _, n in cell[2])
+        self.busiest = (self.in_use, self.state.seq)
 
     def daemon_started(self, seq: int, event: Started) -> None:
         """A daemon opened the log here: the decisions after it are its own."""
@@ -144,8 +150,11 @@ class _Recorder:
             self.cells[host] = cell
             self._count(old, -1, seq, at)
             self._count(cell, 1, seq, at)
+            self.in_use += sum(n for _, n in cell[2]) - sum(n for _, n in old[2])
             if len(self.changes) < MAX_CHANGES:
                 self.changes.append([seq, at, host, cell[0], int(cell[1]), _pairs(cell)])
+                if self.in_use > self.busiest[0]:
+                    self.busiest = (self.in_use, seq)
             else:
                 self.changes_cut = True
 
@@ -208,7 +217,8 @@ async def timeline(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """The timeline of seqs `from_seq`..`until` (default: the whole log) and the rack
-    picture at `at` (default: `until`), as plain data."""
+    picture at `at` (default: `until`), as plain data. The page opens at `at`, or without
+    one at the busiest moment: the first seq at which the most of `resource` was held."""
     last = log.last_seq if until is None else min(until, log.last_seq)
     before = await rebuild(log, until=min(from_seq - 1, last), levels=levels)
     state = before.state
@@ -224,7 +234,9 @@ async def timeline(
         await _fold_recording(log, state, recorder, last, chosen, progress)
     if progress is not None:
         progress(last, last)
-    return _data(log.path, recorder, initial, first, last, chosen, start_ms)
+    data = _data(log.path, recorder, initial, first, last, chosen, start_ms)
+    data["open"] = recorder.busiest[1] if at is None else chosen
+    return data
 
 
 async def _fold_recording(

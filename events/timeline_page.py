@@ -383,11 +383,11 @@ _TEMPLATE: Final = r"""<!DOCTYPE html>
     drawRacks();
     slider.min = Math.max(data.first_seq - 1, 0);
     slider.max = data.last_seq;
-    slider.value = data.at;
+    slider.value = data.open;
     slider.addEventListener("input", () => paint(Number(slider.value)));
     document.getElementById("prev").addEventListener("click", () => step(-1));
     document.getElementById("next").addEventListener("click", () => step(1));
-    paint(data.at);
+    paint(data.open);
     document.body.dataset.ready = "true";
   } catch (error) {
     document.body.dataset.error = String(error && error.stack || error);

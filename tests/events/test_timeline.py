@@ -196,3 +196,21 @@ async def test_the_page_draws_in_a_headless_browser(
     assert sorted(held) == sorted([LOW] * 8 + [OTHER] * 4)
     assert [d["data-domain"] for d in elements.with_class("domain")] == ["b1", "r1", "r2"]
     assert "12/16 GPU in use" in dom  # the label under the slider, computed by the script
+
+
+async def test_the_page_opens_at_the_busiest_moment_unless_told_a_seq(
+    told: tuple[Path, Story],
+) -> None:
+    """Without --at the page opens at the first seq at which the most GPUs were held; the
+    changes up to it are in the data, so it can be drawn."""
+    path, s = told
+    data = await _timeline(path)
+    held = {
+        seq: sum(n for *_, pairs in _replayed(data, seq) for _, n in pairs)
+        for seq in range(data["first_seq"] - 1, data["last_seq"] + 1)
+    }
+    most = max(held.values())
+    assert data["open"] == min(seq for seq, n in held.items() if n == most)
+    assert held[data["open"]] > held[data["last_seq"]], "the story is busier before its end"
+    chosen = await _timeline(path, at=s.seqs["low-0-deleting"])
+    assert chosen["open"] == chosen["at"] == s.seqs["low-0-deleting"]
