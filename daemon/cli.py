@@ -27,7 +27,7 @@ from events.replay import (
     summary,
 )
 from events.schema import STARTED_REF, Started
-from events.state import TABLES
+from events.state import CLUSTER_SCOPED, TABLES
 from events.store import CorruptLog, EventLog, LogError, LogStorageError, check_whole
 
 if TYPE_CHECKING:  # imported when --verify runs: the reconcilers are not loaded for the rest
@@ -59,8 +59,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the package version and the digest of the decision rules (what
+    `kbatchd replay --verify` compares), worked out only when asked for (it hashes the
+    sources)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        version, rules = provenance.kbatchd_version(), provenance.rules_digest()
+        print(f"kbatchd {version} (decision rules {rules})")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kbatchd", description=__doc__)
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     replay = commands.add_parser(
@@ -501,15 +516,20 @@ def parse_ref(text: str, flag: str = "--show") -> tuple[str, str, str]:
     """``KIND/NAMESPACE/NAME`` (or ``KIND/NAME`` for cluster-scoped kinds) → its parts, with
     the kind in its canonical spelling."""
     parts = text.split("/")
-    if len(parts) == 2:
-        parts.insert(1, "")
-    if len(parts) != 3 or not parts[2]:
+    if len(parts) not in (2, 3) or not parts[-1]:
         raise CliError(f"{flag}: expected KIND/NAMESPACE/NAME, got {text!r}")
     spelled = {k.lower(): k for k in TABLES} | {v.lower(): k for k, v in TABLES.items()}
     kind = spelled.get(parts[0].lower())
     if kind is None:
         raise CliError(f"{flag}: unknown kind {parts[0]!r} (one of {', '.join(TABLES)})")
-    return kind, parts[1], parts[2]
+    scoped = kind in CLUSTER_SCOPED
+    if len(parts) == 2 and not scoped:
+        raise CliError(
+            f"{flag}: {kind} is namespaced: expected {kind}/NAMESPACE/NAME, got {text!r}"
+        )
+    if len(parts) == 3 and scoped:
+        raise CliError(f"{flag}: {kind} is cluster-scoped: expected {kind}/NAME, got {text!r}")
+    return kind, parts[1] if len(parts) == 3 else "", parts[-1]
 
 
 async def show(log: EventLog, replayed: Replayed, text: str) -> dict[str, Any]:

@@ -145,6 +145,8 @@ TABLES: Final = {
     "PersistentVolumeClaim": "pvcs",
     "Service": "services",
 }
+# The kinds of TABLES that have no namespace (their key is ``cluster//name``).
+CLUSTER_SCOPED: Final = frozenset({"Node"})
 
 
 def empty_state(levels: tuple[str, ...] = DEFAULT_LEVELS) -> State:

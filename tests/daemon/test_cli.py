@@ -221,8 +221,16 @@ def test_show_a_pod_that_is_gone_still_lists_its_life(
         (["--show", "Pod/none/such"], "no Pod none/such"),
         (["--show", "Gadget/x/y"], "unknown kind 'Gadget'"),
         (["--show", "Pod"], "expected KIND/NAMESPACE/NAME"),
+        (
+            ["--show", "Job/train"],
+            "kbatchd: --show: Job is namespaced: expected Job/NAMESPACE/NAME, got 'Job/train'",
+        ),
+        (
+            ["--explain", "node/ns/h1"],
+            "kbatchd: --explain: Node is cluster-scoped: expected Node/NAME, got 'node/ns/h1'",
+        ),
     ],
-    ids=["absent-object", "unknown-kind", "malformed-ref"],
+    ids=["absent-object", "unknown-kind", "malformed-ref", "namespaced-without", "scoped-with"],
 )
 def test_show_errors(
     log_file: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
@@ -503,3 +511,15 @@ def test_demo_runs_the_daemon_on_the_simulated_cluster(
     assert "failed intents: 0" in out
     assert main(["replay", str(tmp_path / "kbatchd.db"), "--verify"]) == 0
     assert "reproduced exactly" in capsys.readouterr().out
+
+
+def test_version_names_the_package_and_its_decision_rules(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"kbatchd {provenance.kbatchd_version()} (decision rules {provenance.rules_digest()})\n"
+    )
