@@ -4,6 +4,7 @@ account of what happened, read back from the log. Ends by itself."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -324,8 +325,21 @@ async def _play(sim: SimCluster) -> None:
         print(f"  … the gang's pods are on rack(s): {', '.join(sorted(racks))}")
 
 
+def program() -> str:
+    """How to run this kbatchd from here: the console script beside the interpreter (in a
+    virtual environment, ``.venv/bin/kbatchd``, which is not on PATH), relative to the working
+    directory when under it."""
+    script = Path(sys.executable).with_name("kbatchd")
+    if not script.exists():
+        return "kbatchd"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
 async def _account(path: Path) -> None:
-    print(f"what the log says (more: kbatchd replay {path} --explain KIND/default/NAME):")
+    print(f"what the log says (more: {program()} replay {path} --explain KIND/default/NAME):")
     async with EventLog.open(path, readonly=True) as log:
         refs = [f"Job/sim-0/default/{body['metadata']['name']}" for _, body in SCENARIO]
         refs += [f"PodGroup/sim-0/default/{GANG}-main", "JobSet/sim-0/default/pipeline"]

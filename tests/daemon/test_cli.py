@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -509,6 +510,12 @@ def test_demo_runs_the_daemon_on_the_simulated_cluster(
     assert out.split("the gang's pods are on rack(s): ")[1].split("\n")[0].count(",") == 0
     assert "JobSet pipeline Completed" in out
     assert "failed intents: 0" in out
+    # The hint it closes with runs as written (the console script is not on PATH).
+    hint = re.search(r"\(more: (\S+) replay (\S+) --explain KIND/default/NAME\)", out)
+    assert hint is not None, out
+    command = [hint[1], "replay", hint[2], "--explain", "Job/default/train"]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 0, ran.stderr
     assert main(["replay", str(tmp_path / "kbatchd.db"), "--verify"]) == 0
     assert "reproduced exactly" in capsys.readouterr().out
 
