@@ -30,6 +30,7 @@ from tests.processes import (
 pytestmark = pytest.mark.anyio
 
 MANAGER = "kbatchd.dev/job-controller"
+FINALIZER = "kbatchd.dev/job-tracking"
 
 
 def job_body(
@@ -380,3 +381,61 @@ async def test_a_job_completes_exactly_through_conflicts_throttling_errors_and_c
     # The cluster never held a pod too many for the Job.
     assert len(pods_ever_held(events, "bumpy")) == completions
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+@pytest.mark.parametrize("while_down", [False, True], ids=["running", "while-down"])
+async def test_pods_orphaned_by_their_jobs_deletion_lose_the_tracking_finalizer(
+    tmp_path: Path, backend: str, while_down: bool
+) -> None:
+    """Upstream's TestOrphanPodsFinalizersClearedWithGC: after a Job is deleted with
+    propagationPolicy Orphan its pods, their owner references cleared by the garbage
+    collector, keep running without kbatchd's finalizer, so deleting one later removes it.
+    Also when the Job went while kbatchd was down."""
+    async with (
+        on_cluster(backend, tmp_path) as cluster,
+        kube_client(cluster.admin) as api,
+    ):
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        ns = cluster.namespace
+        config = cluster.daemon_config(tmp_path)
+        await batch.create_namespaced_job(ns, job_body("orphaning", parallelism=2, completions=2))
+
+        async def tracked() -> list[str] | None:
+            pods = await pods_of(core, "orphaning", ns)
+            names = [
+                p.metadata.name
+                for p in pods
+                if p.status.phase == "Running" and FINALIZER in (p.metadata.finalizers or ())
+            ]
+            return names if len(names) == 2 else None
+
+        async def released() -> bool:
+            pods = await pods_of(core, "orphaning", ns)
+            return len(pods) == 2 and all(
+                not p.metadata.owner_references and FINALIZER not in (p.metadata.finalizers or ())
+                for p in pods
+            )
+
+        async with running_daemon(config) as daemon:
+            names = await eventually(tracked, within=60, what="two tracked pods Running")
+            if while_down:
+                daemon.send_signal(signal.SIGTERM)
+                assert await daemon.wait(within=15) == 0
+            await batch.delete_namespaced_job("orphaning", ns, body={"propagationPolicy": "Orphan"})
+            if not while_down:
+                await eventually(released, within=60, what="both orphans released")
+        if while_down:
+
+            async def orphaned() -> bool:
+                pods = await pods_of(core, "orphaning", ns)
+                return len(pods) == 2 and not any(p.metadata.owner_references for p in pods)
+
+            await eventually(orphaned, within=60, what="the garbage collector orphaned them")
+            async with running_daemon(config):
+                await eventually(released, within=60, what="both orphans released at start")
+        await core.delete_namespaced_pod(names[0], ns, grace_period_seconds=0)
+
+        async def gone() -> bool:
+            return names[0] not in {p.metadata.name for p in await pods_of(core, "orphaning", ns)}
+
+        await eventually(gone, within=60, what="the deleted orphan gone")
