@@ -133,6 +133,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # A key whose intents failed is decided again after a back-off that doubles from the first
     # value up to the second (seconds), so a decision that keeps failing is retried slowly.
     retry_backoff_seconds: tuple[Seconds, Seconds] = (1.0, 60.0)
+    # Write Kubernetes Events about what kbatchd does (`kubectl describe` shows them), as the
+    # upstream controllers do; best effort, never in the way of acting.
+    kube_events: bool = True
 
 
 class LeaderElection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -49,10 +49,12 @@ from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
 from daemon.kube.discovery import listable, missing_message, served_resources
 from daemon.kube.ingest import INGEST_ERRORS, Backoff, Informer, error_code, now_ms
+from daemon.kube.recorder import Recorder
 from daemon.kube.resources import CANDIDATES, Resource
 from daemon.leader import Elector, default_identity
 from daemon.metrics import Metrics
 from daemon.reconcilers.base import Reconciler
+from daemon.reconcilers.kubeevents import notes_for
 from daemon.reconcilers.runner import decide_all
 from daemon.requeue import Requeues
 from daemon.telemetry import BatchTrace, Tracing, now_ns
@@ -136,6 +138,7 @@ class Daemon:
         self._queue_errors: dict[str, str] = {}
         self._stopped = anyio.Event()
         self.actuator: Actuator | None = None
+        self.recorder: Recorder | None = None
         # Leadership. `leading` flips the moment the elector says so; `_term` counts the
         # stretches of leadership; `_acting_term` is the term the pump has begun acting in
         # (0: none), so both ends of a term are handled in order with the events.
@@ -194,6 +197,10 @@ class Daemon:
                 )
                 for c in settings.clusters
             }
+            # Kubernetes Events are written beside acting, never in its way (`Recorder`).
+            self.recorder = Recorder(
+                apis, {}, write=settings.daemon.kube_events, instance=self.identity
+            )
             self.actuator = Actuator(
                 apis,
                 self.send,
@@ -201,10 +208,13 @@ class Daemon:
                 tracer=self.tracing.tracer,
                 on_error=lambda cluster, code: self.metrics.api_error(cluster, "actuator", code),
                 on_done=self.metrics.act_duration.record,
+                on_result=self.recorder.result,
             )
+            self.recorder.resources = self.actuator.resources
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump, event_log)
                 tg.start_soon(self._act, self.actuator)
+                tg.start_soon(self.recorder.run)
                 sources = anyio.CancelScope()
                 tg.start_soon(self._sources, sources, apis)
                 if handle_signals:
@@ -323,6 +333,8 @@ class Daemon:
             self._term_began = anyio.Event()
             if self._term_scope is not None:
                 self._term_scope.cancel()
+            if self.recorder is not None:
+                self.recorder.forget()
         # Wake the pump: it marks the term's beginning or end in the log.
         await self._tx.send([])
 
@@ -743,6 +755,9 @@ class Daemon:
             # A term that ended meanwhile hands out nothing: its intents are marked
             # unconfirmed when the pump sees the end of the term.
             if event.intents and self.leading and term == self._term:
+                if self.recorder is not None:
+                    # Read against the state the decision was made from (see `notes_for`).
+                    self.recorder.expect(seq, notes_for(self.state, event))
                 self._actions.send_nowait((term, seq, event, context))  # unbounded
                 self.pumped_at = time.monotonic()
 

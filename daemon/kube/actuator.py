@@ -37,6 +37,9 @@ Send = Callable[[list[Event]], Awaitable[None]]
 OnError = Callable[[str, int | str], None]
 # Seconds one intent took, retries included.
 OnDone = Callable[[float], None]
+# (decision seq, intent index, intent, result) of each intent answered: what Kubernetes
+# Events are written from. Called before the outcome is sent; it must not wait.
+OnResult = Callable[[int, int, Intent, "Result"], None]
 
 RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
 
@@ -117,6 +120,7 @@ class Actuator:
         tracer: Tracer | None = None,
         on_error: OnError | None = None,
         on_done: OnDone | None = None,
+        on_result: OnResult | None = None,
     ) -> None:
         self.apis = apis
         self.send = send
@@ -126,6 +130,7 @@ class Actuator:
         self.tracer = tracer
         self._on_error = on_error
         self._on_done = on_done
+        self._on_result = on_result
         self._slots = Slots(concurrency)
         self.in_flight = 0
         self.calls = 0
@@ -194,6 +199,8 @@ class Actuator:
             log.debug("intent done", **about)
         else:
             log.warning("intent failed", decision=seq, message=result.message, **about)
+        if self._on_result is not None:
+            self._on_result(seq, index, intent, result)
         await self._send_outcome(seq, index, result)
 
     def _start_span(

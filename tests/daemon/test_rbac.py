@@ -3,11 +3,12 @@
 What kbatchd may call is read from the code: ingest lists and watches every kind in
 `daemon.kube.resources.RESOURCES`; the actuator carries out the intents the reconcilers
 construct (found in their source: every `Create`/`Patch`/`Delete`/`Bind` names its kind as a
-literal) with one HTTP call per intent; leader election reads, creates and updates one Lease;
-owner references that block deletion need `update` on the owner's finalizers. The granted
-rules must equal that set. Then a real daemon runs (leader election on) through Jobs that
-complete and are suspended, every HTTP call it makes is recorded, and each must be allowed by
-the rules and be one of the calls the code analysis predicted."""
+literal) with one HTTP call per intent; the recorder creates Kubernetes Events and patches
+their counts (`daemon.kube.recorder.EVENT_VERBS`); leader election reads, creates and updates
+one Lease; owner references that block deletion need `update` on the owner's finalizers. The
+granted rules must equal that set. Then a real daemon runs (leader election on) through Jobs
+that complete and are suspended, every HTTP call it makes is recorded, and each must be
+allowed by the rules and be one of the calls the code analysis predicted."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import yaml
 
 from daemon.config import LeaderElection
 from daemon.kube import api as kube_api
+from daemon.kube.recorder import EVENT_VERBS
 from daemon.kube.resources import RESOURCES
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS, PODS
@@ -100,6 +102,7 @@ def required() -> set[Access]:
             needed.add(Access("create", group, f"{plural}/binding"))
         else:
             needed.add(Access(_OP_VERB[op], group, f"{plural}/{sub}" if sub else plural))
+    needed |= {Access(verb, "", "events") for verb in EVENT_VERBS}
     for owner in _blocking_owners():
         group, plural = _resource_of(owner)
         needed.add(Access("update", group, f"{plural}/finalizers"))
@@ -248,6 +251,7 @@ async def test_every_call_a_running_daemon_makes_is_allowed(
         ("patch", "pods"),
         ("delete", "pods"),
         ("patch", "jobs/status"),
+        ("create", "events"),
         ("create", "leases"),
         ("get", "leases"),
         ("update", "leases"),
