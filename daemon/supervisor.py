@@ -48,7 +48,15 @@ from daemon.kube.actuator import RETRIABLE, Actuator
 from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
 from daemon.kube.discovery import listable, missing_message, served_resources
-from daemon.kube.ingest import INGEST_ERRORS, Backoff, Informer, error_code, now_ms
+from daemon.kube.ingest import (
+    INGEST_ERRORS,
+    UNANSWERED,
+    Backoff,
+    Informer,
+    Reachability,
+    error_code,
+    now_ms,
+)
 from daemon.kube.recorder import Recorder
 from daemon.kube.resources import CANDIDATES, Resource
 from daemon.leader import Elector, default_identity
@@ -125,6 +133,8 @@ class Daemon:
         self._requeues = Requeues(first, cap)
         self._since_snapshot = 0
         self._clusters = tuple(c.name for c in settings.clusters)
+        # Per cluster, shared by its discovery, its managedBy question and its informers.
+        self._reachability = {name: Reachability(name) for name in self._clusters}
         self._started_at = 0
         self._began = time.monotonic()
         # Per cluster: whether its API server keeps Job spec.managedBy (absent: not yet known).
@@ -249,7 +259,11 @@ class Daemon:
                     break
                 error, code = str(exc), exc.status
             except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-                error, code = str(exc) or type(exc).__name__, "connection"
+                # No answer: the cluster's outage, one warning a round for all its callers.
+                self.metrics.api_error(cluster, "probe", "connection")
+                error = str(exc) or type(exc).__name__
+                await anyio.sleep(self._reachability[cluster].failed("managedBy", error))
+                continue
             else:
                 if not kept:
                     log.error(
@@ -268,6 +282,7 @@ class Daemon:
                 retry_in=round(delay, 2),
             )
             await anyio.sleep(delay)
+        self._reachability[cluster].answered()
         self._jobs_managed[cluster] = kept
         await self._tx.send([])  # the pump may let the cluster join now
 
@@ -373,17 +388,23 @@ class Daemon:
                 try:
                     served = await served_resources(api)
                 except INGEST_ERRORS as exc:
-                    self.metrics.api_error(cluster, "discovery", error_code(exc))
-                    delay = backoff.next_delay()
-                    log.warning(
-                        "cannot read the cluster's API discovery; asking again",
-                        cluster=cluster,
-                        error=str(exc) or type(exc).__name__,
-                        retry_in=round(delay, 2),
-                    )
+                    code = error_code(exc)
+                    self.metrics.api_error(cluster, "discovery", code)
+                    error = str(exc) or type(exc).__name__
+                    if code in UNANSWERED:
+                        delay = self._reachability[cluster].failed("discovery", error)
+                    else:
+                        delay = backoff.next_delay()
+                        log.warning(
+                            "cannot read the cluster's API discovery; asking again",
+                            cluster=cluster,
+                            error=error,
+                            retry_in=round(delay, 2),
+                        )
                     await anyio.sleep(delay)
                     continue
                 backoff.reset()
+                self._reachability[cluster].answered()
                 if served != last:
                     log.info(
                         "cluster API",
@@ -441,6 +462,7 @@ class Daemon:
             watch_timeout=daemon.watch_timeout_seconds,
             read_timeout=daemon.watch_inactivity_seconds,
             on_error=self._ingest_error,
+            reachability=self._reachability[cluster],
         )
         if resource is None:
             idle = sorted(r.name for r in self.reconcilers if kind in r.kinds)

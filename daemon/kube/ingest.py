@@ -33,6 +33,9 @@ from events.schema import Change, Event, Observed, Resynced
 
 log = structlog.get_logger("kbatchd.ingest")
 
+# What `error_code` calls the failures that are no answer at all (see `Reachability`).
+UNANSWERED: Final = frozenset({"connection", "timeout"})
+
 Send = Callable[[list[Event]], Awaitable[None]]
 # (cluster, code) of a failed list or watch, for the API error metric.
 OnError = Callable[[str, int | str], None]
@@ -134,6 +137,61 @@ def error_code(exc: Exception) -> int | str:
     return "connection"
 
 
+class Reachability:
+    """Whether one cluster answers at all, shared by everything that calls it in the
+    background: discovery, the managedBy question and every kind's informer fail together
+    when it cannot be reached. The first failure of a back-off round logs one warning and
+    opens the round; failures while it is open log nothing above debug and wait for its end,
+    so that all callers retry together and the next failure opens the next round. The first
+    answer ends the outage, with one info line. An HTTP error is an answer: it stays with its
+    caller."""
+
+    def __init__(
+        self,
+        cluster: str,
+        *,
+        first: float = 1.0,
+        cap: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.clock = clock
+        self._backoff = Backoff(first=first, cap=cap, rng=rng)
+        self._round_ends: float | None = None
+        # Rounds of the outage under way (0: the cluster answers).
+        self.rounds = 0
+
+    def failed(self, caller: str, error: str) -> float:
+        """A call by `caller` (a kind, ``discovery``) got no answer: the seconds to wait
+        before it tries again."""
+        now = self.clock()
+        if self._round_ends is not None and now < self._round_ends:
+            log.debug("no answer", cluster=self.cluster, caller=caller, error=error)
+            return self._round_ends - now
+        delay = self._backoff.next_delay()
+        self._round_ends = now + delay
+        self.rounds += 1
+        log.warning(
+            "cannot reach the cluster; trying again",
+            cluster=self.cluster,
+            caller=caller,
+            error=error,
+            retry_in=round(delay, 2),
+            round=self.rounds,
+        )
+        return delay
+
+    def answered(self) -> None:
+        """A call got an answer: the outage, if any, is over."""
+        if self._round_ends is None:
+            return
+        log.info("the cluster answers again", cluster=self.cluster, rounds=self.rounds)
+        self._round_ends = None
+        self.rounds = 0
+        self._backoff.reset()
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -152,6 +210,7 @@ class Informer:
         read_timeout: float = 70.0,
         on_error: OnError | None = None,
         backoff: Backoff | None = None,
+        reachability: Reachability | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -164,6 +223,9 @@ class Informer:
         self.relists = 0
         self._on_error = on_error
         self._backoff = backoff or Backoff()
+        # The cluster's, shared by its informers: a cluster that does not answer is one
+        # warning per back-off round, not one per kind.
+        self._reachability = reachability
         self._rng = random.Random()
         # Annotation keys the last decode dropped for their length, and those warned about.
         self._dropped: list[str] = []
@@ -180,18 +242,25 @@ class Informer:
                     # The server answers again: a failure from here on starts the back-off
                     # afresh rather than from where a storm left it.
                     self._backoff.reset()
+                    if self._reachability is not None:
+                        self._reachability.answered()
                 await self.watch()
                 self._backoff.reset()
             except Expired:
                 log.info("watch expired, relisting", **self._context())
                 listed = False
             except INGEST_ERRORS as exc:
+                code = error_code(exc)
                 if self._on_error is not None:
-                    self._on_error(self.api.cluster, error_code(exc))
-                delay = self._backoff.next_delay()
-                log.warning(
-                    "watch failed", error=str(exc), retry_in=round(delay, 2), **self._context()
-                )
+                    self._on_error(self.api.cluster, code)
+                error = str(exc) or type(exc).__name__
+                if self._reachability is not None and code in UNANSWERED:
+                    delay = self._reachability.failed(self.resource.kind, error)
+                else:
+                    delay = self._backoff.next_delay()
+                    log.warning(
+                        "watch failed", error=error, retry_in=round(delay, 2), **self._context()
+                    )
                 await anyio.sleep(delay)
                 listed = False if isinstance(exc, WatchHttpError) else listed
 

@@ -6,10 +6,12 @@ after a transient error."""
 from __future__ import annotations
 
 import socket
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from daemon import supervisor
 from daemon.config import Cluster, Daemon
@@ -116,3 +118,32 @@ async def test_the_managed_by_question_is_asked_again_only_after_a_transient_ans
         assert daemon.refused_job_clusters == refused
         assert len(calls) == asked
         assert daemon.unsynced_clusters() == []
+
+
+async def test_a_cluster_gone_away_logs_one_warning_a_round_not_one_a_kind(
+    tmp_path: Path,
+) -> None:
+    """Every kind's informer (and discovery) fails at once when the cluster goes: one warning
+    per back-off round for them all."""
+
+    def warnings(logs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return [
+            (e["event"], e.get("round"))
+            for e in logs
+            if e["log_level"] == "warning" and e.get("cluster") == "sim-0"
+        ]
+
+    async with AsyncExitStack() as cluster:
+        sim = await cluster.enter_async_context(SimCluster.start(topology=TOPOLOGY, seed=6))
+        async with embedded(settings_for(sim, tmp_path / "kbatchd.db")):
+            with structlog.testing.capture_logs() as logs:
+                await cluster.aclose()  # the API server stops answering
+
+                async def two_warned() -> bool:
+                    return len(warnings(logs)) >= 2
+
+                await eventually(two_warned, within=20, what="two warnings")
+    assert warnings(logs)[:2] == [
+        ("cannot reach the cluster; trying again", 1),
+        ("cannot reach the cluster; trying again", 2),
+    ]

@@ -11,7 +11,7 @@ import pytest
 import structlog.testing
 
 from daemon.kube.api import Response, WatchHttpError
-from daemon.kube.ingest import EVENTS_PER_SEND, Backoff, Expired, Informer
+from daemon.kube.ingest import EVENTS_PER_SEND, Backoff, Expired, Informer, Reachability
 from daemon.kube.resources import RESOURCES
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
@@ -358,3 +358,36 @@ async def test_a_successful_list_resets_the_back_off() -> None:
             tg.cancel_scope.cancel()
     delays = [line["retry_in"] for line in logs if line["event"] == "watch failed"][:6]
     assert delays == [0.01, 0.02, 0.04, 0.01, 0.02, 0.04]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_unreachable_cluster_is_one_warning_a_round_for_every_caller() -> None:
+    clock = _Clock()
+    reach = Reachability("c1", first=1.0, cap=30.0, clock=clock, rng=random.Random(3))
+    callers = ["discovery", "managedBy", "Pod", "Node", "Job", "JobSet", "Workload", "PodGroup"]
+    with structlog.testing.capture_logs() as logs:
+        first = [reach.failed(caller, "connection refused") for caller in callers]
+        clock.now += first[0]  # the round ends; every caller tries again and fails
+        second = [reach.failed(caller, "connection refused") for caller in callers]
+        reach.answered()
+        clock.now += 0.5
+        after = reach.failed("Pod", "connection refused")
+    assert first == [first[0]] * len(callers), "every caller waits for the round's end"
+    assert second == [second[0]] * len(callers)
+    assert second[0] >= 1.0 > first[0] / 2, "the second round waits longer"
+    assert after <= 1.0, "an answer starts the back-off afresh"
+    above_debug = [(e["log_level"], e["event"], e.get("round")) for e in logs]
+    above_debug = [entry for entry in above_debug if entry[0] != "debug"]
+    assert above_debug == [
+        ("warning", "cannot reach the cluster; trying again", 1),
+        ("warning", "cannot reach the cluster; trying again", 2),
+        ("info", "the cluster answers again", None),
+        ("warning", "cannot reach the cluster; trying again", 1),
+    ]
