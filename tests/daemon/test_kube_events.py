@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 from tests.backends import on_cluster
 from tests.daemon.test_gang import TOPOLOGY, blocker, gang_objects, member
 from tests.daemon.test_jobs import job_body
-from tests.processes import eventually, kube_client, running_daemon
+from tests.processes import Child, eventually, kube_client, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -32,12 +32,22 @@ def shown(events: list[Any]) -> list[tuple[str, str, str]]:
     return [(e.type, e.reason, e.message) for e in events]
 
 
+async def milestone(daemon: Child, event: str) -> dict[str, Any]:
+    """The daemon's one log line saying `event`."""
+
+    async def logged() -> list[dict[str, Any]]:
+        return daemon.lines(event)
+
+    (line,) = await eventually(logged, within=10, what=f"the {event!r} line")
+    return line
+
+
 async def test_a_suspended_job_resumed_and_completed_shows_upstreams_events(
     tmp_path: Path, backend: str
 ) -> None:
     async with (
         on_cluster(backend, tmp_path) as cluster,
-        running_daemon(cluster.daemon_config(tmp_path)),
+        running_daemon(cluster.daemon_config(tmp_path)) as daemon,
         kube_client(cluster.admin) as api,
     ):
         core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
@@ -72,6 +82,11 @@ async def test_a_suspended_job_resumed_and_completed_shows_upstreams_events(
             assert event.involved_object.uid == job.metadata.uid
             assert event.source.component == "kbatchd"
             assert event.count == 1
+        done = await milestone(daemon, "Job completed")
+        assert (done["key"], done["reason"]) == (
+            f"Job/{cluster.name}/{ns}/told",
+            "CompletionsReached",
+        )
 
 
 async def test_a_gang_that_does_not_fit_then_does_shows_failed_scheduling_then_scheduled(
@@ -79,7 +94,7 @@ async def test_a_gang_that_does_not_fit_then_does_shows_failed_scheduling_then_s
 ) -> None:
     async with (
         on_cluster(backend, tmp_path, topology=TOPOLOGY) as cluster,
-        running_daemon(cluster.daemon_config(tmp_path)),
+        running_daemon(cluster.daemon_config(tmp_path)) as daemon,
         kube_client(cluster.admin) as api,
     ):
         ns = cluster.namespace
@@ -122,6 +137,9 @@ async def test_a_gang_that_does_not_fit_then_does_shows_failed_scheduling_then_s
         events = await eventually(admitted, within=30, what="Scheduled for the gang")
         assert [e.reason for e in events if e.reason != "FailedScheduling"] == ["Scheduled"]
         assert events[-1].message == "16 pod(s) bound to 2 node(s)"
+        admission = await milestone(daemon, "gang admitted")
+        key = f"PodGroup/{cluster.name}/{ns}/train-main"
+        assert (admission["key"], admission["reason"]) == (key, "Scheduled")
 
         async def pod_scheduled() -> list[Any]:
             events = await described(core, ns, "Pod", "train-00")
