@@ -80,14 +80,36 @@ def _histogram(name: str, point: HistogramDataPoint) -> Iterable[str]:
     yield f"{name}_count{_labels(point.attributes)} {point.count}"
 
 
-def render(data: MetricsData | None) -> str:
-    """Every metric of every scope, one HELP and TYPE header each."""
+def render(data: MetricsData | None, zeros: Iterable[Metric] = ()) -> str:
+    """Every metric of every scope, one HELP and TYPE header each. `zeros` are histograms
+    whose series are shown (at 0) where `data` has none of that name and labels yet."""
     lines: list[str] = []
+    empty = {metric.name: metric for metric in zeros}
     for resource in data.resource_metrics if data is not None else ():
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
-                lines.extend(_metric(metric))
+                seeded = empty.pop(metric.name, None)
+                lines.extend(_metric(metric if seeded is None else _merged(metric, seeded)))
+    for metric in empty.values():
+        lines.extend(_metric(metric))
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def _merged(metric: Metric, zeros: Metric) -> Metric:
+    """`metric` with the points of `zeros` whose labels it has no point for."""
+    if not isinstance(metric.data, Histogram) or not isinstance(zeros.data, Histogram):
+        return metric
+    seen = {frozenset((point.attributes or {}).items()) for point in metric.data.data_points}
+    missing = [
+        point
+        for point in zeros.data.data_points
+        if frozenset((point.attributes or {}).items()) not in seen
+    ]
+    if not missing:
+        return metric
+    points = [*metric.data.data_points, *missing]
+    data = Histogram(points, metric.data.aggregation_temporality)
+    return Metric(metric.name, metric.description, metric.unit, data)
 
 
 def _metric(metric: Metric) -> list[str]:

@@ -135,6 +135,10 @@ class Daemon:
         self._clusters = tuple(c.name for c in settings.clusters)
         # Per cluster, shared by its discovery, its managedBy question and its informers.
         self._reachability = {name: Reachability(name) for name in self._clusters}
+        self.metrics.seed([r.name for r in self.reconcilers], self._clusters)
+        # The oldest watch event (its `at`, ms) of the batch being passed: what the pass's
+        # decisions' reconcile latency is measured from (0: the batch had none).
+        self._woken_at = 0
         self._started_at = 0
         self._began = time.monotonic()
         # Per cluster: whether its API server keeps Job spec.managedBy (absent: not yet known).
@@ -541,6 +545,7 @@ class Daemon:
                 else:
                     batch.extend(more)
             trace = self.tracing.batch(now_ns()) if batch else None
+            self._woken_at = 0
             dirty = await self._append(event_log, batch, trace)
             if not self.synced.is_set() and self._may_begin():
                 self.synced.set()
@@ -692,6 +697,7 @@ class Daemon:
             self.metrics.events_appended.add(count, {"type": name})
         if oldest:
             self.metrics.fold_lag.record(max(0.0, (now_ms() - oldest) / 1000))
+            self._woken_at = min(self._woken_at or oldest, oldest)
 
     def _note_outcome(self, outcome: Outcome) -> None:
         """A failed intent puts its key on an exponential back-off, so a decision that keeps
@@ -770,7 +776,7 @@ class Daemon:
         if not decisions:
             return
         seqs = await self._logged(event_log, decisions)
-        self.metrics.decided(decisions)
+        self.metrics.decided(decisions, self.state, woken_at=self._woken_at, logged_at=now_ms())
         for seq, event in zip(seqs, decisions, strict=True):
             fold(self.state, seq, event)
             context = trace.decided(seq, event, began, decided) if trace is not None else None

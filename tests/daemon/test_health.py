@@ -264,6 +264,10 @@ async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) ->
     assert _total(samples, "kbatchd_fold_lag_seconds_count") > 0
     assert _total(samples, "kbatchd_reconcile_duration_seconds_count") > 0
     assert _total(samples, "kbatchd_act_duration_seconds_count") >= 2
+    assert _total(samples, "kbatchd_reconcile_latency_seconds_count", reconciler="job") > 0
+    assert _total(samples, "kbatchd_build_info") == 1
+    assert samples["process_cpu_seconds_total"] > 0
+    assert samples["process_resident_memory_bytes"] > 0
     assert samples["kbatchd_leader"] == 1
     assert 'kbatchd_queue_depth{queue="ingest"}' in samples
 
