@@ -779,7 +779,11 @@ class Daemon:
         self.metrics.decided(decisions, self.state, woken_at=self._woken_at, logged_at=now_ms())
         for seq, event in zip(seqs, decisions, strict=True):
             fold(self.state, seq, event)
-            context = trace.decided(seq, event, began, decided) if trace is not None else None
+            context = None
+            if trace is not None:
+                obj = self.state.get(event.key)
+                uid, created = (obj.uid, obj.created) if obj is not None else ("", 0)
+                context = trace.decided(seq, event, began, decided, uid, created)
             # A term that ended meanwhile hands out nothing: its intents are marked
             # unconfirmed when the pump sees the end of the term.
             if event.intents and self.leading and term == self._term:

@@ -108,7 +108,7 @@ limit = int(sys.argv.pop(1))
 perform = actuator.Actuator.perform
 sent = landed = 0
 past = None
-async def dying(self, intent):
+async def dying(self, intent, *rest):
     global sent, landed, past
     if past is None:
         past = asyncio.Event()
@@ -120,7 +120,7 @@ async def dying(self, intent):
     if (type(intent) is Bind and sent > limit) or (status and sent):
         await past.wait()
         os.kill(os.getpid(), signal.SIGKILL)
-    result = await perform(self, intent)
+    result = await perform(self, intent, *rest)
     if type(intent) is Bind:
         landed += 1
         if landed == limit:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from itertools import groupby
 from typing import Any, Final
@@ -26,7 +26,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from daemon.kube.api import PATCH_TYPES, KubeApi, Response
 from daemon.kube.ingest import Backoff, now_ms
 from daemon.kube.resources import RESOURCES, Resource
-from daemon.telemetry import intent_attributes
+from daemon.telemetry import intent_attributes, trace_headers
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.schema import Decided, Event, Outcome
 
@@ -174,11 +174,12 @@ class Actuator:
         self, seq: int, index: int, intent: Intent, decision: Decided, parent: Context | None
     ) -> None:
         span = self._start_span(seq, index, intent, parent)
+        headers = trace_headers(span) if span is not None else None
         result: Result | None = None
         try:
             async with self._slots:
                 began = time.monotonic()
-                result = await self.perform(intent)
+                result = await self.perform(intent, headers)
                 if self._on_done is not None:
                     self._on_done(time.monotonic() - began)
         finally:
@@ -229,8 +230,9 @@ class Actuator:
             ]
         )
 
-    async def perform(self, intent: Intent) -> Result:
-        """One intent, retried through transient failures."""
+    async def perform(self, intent: Intent, headers: Mapping[str, str] | None = None) -> Result:
+        """One intent, retried through transient failures; `headers` go on every request (the
+        act span's ``traceparent``)."""
         api = self.apis.get(intent.cluster)
         if api is None:
             return Result(False, 0, f"no cluster named {intent.cluster!r}")
@@ -240,7 +242,7 @@ class Actuator:
         for _ in range(self.max_attempts):
             try:
                 self.calls += 1
-                response = await self._send(api, intent)
+                response = await self._send(api, intent, headers)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
                 self._error(intent.cluster, "connection")
                 await anyio.sleep(backoff.next_delay())
@@ -261,7 +263,9 @@ class Actuator:
         if self._on_error is not None:
             self._on_error(cluster, code)
 
-    async def _send(self, api: KubeApi, intent: Intent) -> Response:
+    async def _send(
+        self, api: KubeApi, intent: Intent, headers: Mapping[str, str] | None = None
+    ) -> Response:
         resource = self.resources.get(intent.cluster, RESOURCES).get(intent.kind)
         resource = resource or RESOURCES[intent.kind]
         if isinstance(intent, Create):
@@ -273,7 +277,9 @@ class Actuator:
             body["metadata"] = metadata
             body.setdefault("apiVersion", resource.api_version)
             body.setdefault("kind", resource.kind)
-            return await api.request("POST", resource.collection(intent.namespace), body=body)
+            return await api.request(
+                "POST", resource.collection(intent.namespace), body=body, headers=headers
+            )
         path = resource.item(intent.namespace, intent.name)
         if isinstance(intent, Patch):
             patch: Any = intent.patch
@@ -289,7 +295,11 @@ class Actuator:
             if intent.subresource:
                 path = f"{path}/{intent.subresource}"
             return await api.request(
-                "PATCH", path, body=patch, content_type=PATCH_TYPES[intent.patch_type]
+                "PATCH",
+                path,
+                body=patch,
+                content_type=PATCH_TYPES[intent.patch_type],
+                headers=headers,
             )
         if isinstance(intent, Delete):
             options: dict[str, Any] = {
@@ -301,7 +311,7 @@ class Actuator:
                 options["gracePeriodSeconds"] = intent.grace_seconds
             if intent.precondition_uid:
                 options["preconditions"] = {"uid": intent.precondition_uid}
-            return await api.request("DELETE", path, body=options)
+            return await api.request("DELETE", path, body=options, headers=headers)
         if isinstance(intent, Bind):
             metadata = {"name": intent.name, "namespace": intent.namespace}
             if intent.uid:
@@ -312,7 +322,7 @@ class Actuator:
                 "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": intent.node},
             }
-            return await api.request("POST", f"{path}/binding", body=binding)
+            return await api.request("POST", f"{path}/binding", body=binding, headers=headers)
         raise TypeError(f"unknown intent {intent!r}")  # pragma: no cover
 
 

@@ -334,9 +334,11 @@ class KubeApi:
         body: Any = None,
         content_type: str = JSON,
         request_timeout: float = 30.0,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
+        """One request; `headers` are added to the usual ones (a ``traceparent``, say)."""
         data = None if body is None else _encode(body)
-        head = await self._head(method, path, query, content_type, data)
+        head = await self._head(method, path, query, content_type, data, headers)
         status, answer, retry_after = await self._pool.request(head, data, within=request_timeout)
         return Response(status, answer, _retry_after(retry_after))
 
@@ -347,11 +349,14 @@ class KubeApi:
         query: Mapping[str, str | int] | None,
         content_type: str,
         data: bytes | None,
+        extra: Mapping[str, str] | None = None,
     ) -> bytes:
         """A request's line and headers for the pool, authenticated as the library would.
         (Not the library's request path: `call_api` walks every body to turn generated model
         objects into JSON values, and every body here is a JSON value, encoded once.)"""
         headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
+        if extra:
+            headers.update(extra)
         params: list[tuple[str, str | int]] = list(query.items()) if query else []
         await self._client.update_params_for_auth(headers, params, _AUTH)
         pool = self._pool
