@@ -70,6 +70,7 @@ from daemon.reconcilers.gangspec import (
     LEADER_LOST,
     LEADER_TEMPLATE,
     LIMIT_EXCEEDED,
+    NOT_ENOUGH_MEMBERS,
     PODS_READY,
     READY_TIMEOUT,
     ROLE_RATIO,
@@ -748,7 +749,7 @@ class GangReconciler:
     def _not_enough(self, step: _Step, spec: GroupSpec, found: Members) -> None:
         # No count in the reason or the message: members arrive one by one, and a count
         # would log a decision (and write the status) per arriving pod.
-        message = f"NotEnoughMembers: waiting for minCount {spec.min_count} member pod(s)"
+        message = f"{NOT_ENOUGH_MEMBERS} waiting for minCount {spec.min_count} member pod(s)"
         step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
         step.reason(message)
 
@@ -938,7 +939,7 @@ class GangReconciler:
                     )
                 return
             if not found:
-                step.reason(f"NotEnoughMembers: no PodGroup for role {role.name} yet")
+                step.reason(f"{NOT_ENOUGH_MEMBERS} no PodGroup for role {role.name} yet")
                 return
             if found[0].error is not None:
                 self._invalid(step, found[0].spec, found[0].error)
@@ -1003,7 +1004,7 @@ class GangReconciler:
             if admitted:
                 step.reason(f"Admitted: the pending members form no further unit of {text}")
                 return
-            message = f"NotEnoughMembers: waiting for {needed} whole unit(s) of {text}"
+            message = f"{NOT_ENOUGH_MEMBERS} waiting for {needed} whole unit(s) of {text}"
             for spec in specs:
                 step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
             step.reason(message)

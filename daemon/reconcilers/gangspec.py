@@ -23,6 +23,8 @@ PODS_READY: Final = "PodsReady"
 # Condition reasons kbatchd writes (metav1.Condition reasons are CamelCase).
 SCHEDULED_REASON: Final = "Scheduled"
 UNSCHEDULABLE: Final = "Unschedulable"
+# The message prefix of a group waiting for its members (not for room).
+NOT_ENOUGH_MEMBERS: Final = "NotEnoughMembers:"
 SCHEDULER_ERROR: Final = "SchedulerError"
 READY_TIMEOUT: Final = "PodsReadyTimeout"
 LEADER_LOST: Final = "LeaderLost"

@@ -19,8 +19,9 @@ actuator, which is the state the decision was made from.
   ``PVCCreationFailed`` when a create fails, as the JobSet controller's.
 - Gang: ``Scheduled`` on each bound pod (kube-scheduler's ``Successfully assigned NS/NAME to
   NODE``); on the PodGroup, ``Scheduled`` when it is admitted, ``FailedScheduling`` with the
-  placement reason when it newly does not fit, and the reason of any other refusal
-  (``PodsReadyTimeout``, ``LeaderLost``, ...); ``Preempted`` on each member it evicts.
+  placement reason when it newly does not fit (on each member waiting for a node too, as
+  kube-scheduler writes it), and the reason of any other refusal (``PodsReadyTimeout``,
+  ``LeaderLost``, ...); ``Preempted`` on each member it evicts.
 
 A note may also carry a milestone, a line for the daemon's own log: a Job or JobSet finished,
 a gang admitted or given up on.
@@ -34,10 +35,15 @@ from typing import Any, Final, Literal
 import msgspec
 
 from daemon.reconcilers.base import split_ref
-from daemon.reconcilers.gangspec import LIMIT_EXCEEDED, SCHEDULED, UNSCHEDULABLE
+from daemon.reconcilers.gangspec import (
+    LIMIT_EXCEEDED,
+    NOT_ENOUGH_MEMBERS,
+    SCHEDULED,
+    UNSCHEDULABLE,
+)
 from daemon.reconcilers.jobspec import COMPLETE, FAILED, SUSPENDED
 from events.intents import Bind, Create, Delete, Intent, Patch
-from events.objects import Job
+from events.objects import Job, Pod
 from events.schema import Decided
 from events.state import State
 
@@ -228,6 +234,16 @@ def _gang_notes(state: State, decision: Decided) -> list[Note]:
             if reason == UNSCHEDULABLE:
                 message = str(condition.get("message") or "")
                 notes.append(Note(index, about, "Warning", "FailedScheduling", message))
+                # And on each member waiting for a node when placing was tried, as
+                # kube-scheduler writes it (not while members are missing: its PreEnqueue
+                # holds such pods back silently). The recorder's per-object spam filter
+                # bounds a gang retried again and again.
+                tried = not message.startswith(NOT_ENOUGH_MEMBERS)
+                for waiting in _waiting_members(state, intent.key) if tried else ():
+                    member = Involved(
+                        intent.cluster, "Pod", waiting.namespace, waiting.name, waiting.uid
+                    )
+                    notes.append(Note(index, member, "Warning", "FailedScheduling", message))
             else:
                 milestone = "gang not requeued" if reason == LIMIT_EXCEEDED else ""
                 notes.append(_condition_note(index, about, condition, "Warning", milestone))
@@ -245,6 +261,23 @@ def _gang_notes(state: State, decision: Decided) -> list[Note]:
             why = refusals.get(group_key) or decision.reason.split(";", 1)[0]
             notes.append(Note(index, about, "Normal", "Preempted", f"Preempted by kbatchd: {why}"))
     return notes
+
+
+def _waiting_members(state: State, group_key: str) -> list[Pod]:
+    """The group's live members with no node and no scheduling gate, by name."""
+    pods = (state.pods.get(key) for key in state.group_members.get(group_key, ()))
+    return sorted(
+        (
+            p
+            for p in pods
+            if p is not None
+            and not p.node_name
+            and not p.scheduling_gates
+            and p.deletion_ts is None
+            and p.phase not in ("Succeeded", "Failed")
+        ),
+        key=lambda p: p.name,
+    )
 
 
 # -- shared -------------------------------------------------------------------------------------

@@ -143,10 +143,13 @@ async def test_a_gang_that_does_not_fit_then_does_shows_failed_scheduling_then_s
 
         async def pod_scheduled() -> list[Any]:
             events = await described(core, ns, "Pod", "train-00")
-            return [e for e in events if e.source.component == "kbatchd"]
+            ours = [e for e in events if e.source.component == "kbatchd"]
+            return ours if any(e.reason == "Scheduled" for e in ours) else []
 
-        (scheduled,) = await eventually(pod_scheduled, what="Scheduled for a member")
+        # As kube-scheduler writes them: the member waited with the placement reason, then
+        # was assigned.
         pod = await core.read_namespaced_pod("train-00", ns)
-        assert shown([scheduled]) == [
-            ("Normal", "Scheduled", f"Successfully assigned {ns}/train-00 to {pod.spec.node_name}")
+        assert shown(await eventually(pod_scheduled, what="Scheduled for a member")) == [
+            ("Warning", "FailedScheduling", failed.message),
+            ("Normal", "Scheduled", f"Successfully assigned {ns}/train-00 to {pod.spec.node_name}"),
         ]

@@ -17,6 +17,8 @@ C, NS = "c1", "ns"
 JOB = Involved(C, "Job", NS, "train", "uid-job")
 JOBSET = Involved(C, "JobSet", NS, "set", "uid-js")
 GROUP = Involved(C, "PodGroup", NS, "g", "uid-pg")
+# The group's member waiting for a node (g-1 is bound).
+WAITING = Involved(C, "Pod", NS, "g-0", "uid-p0")
 
 
 def cond(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
@@ -43,6 +45,10 @@ def state(
         name="g", namespace=NS, uid="uid-pg", status={"conditions": group_conditions or []}
     )
     world.pods[f"{C}/{NS}/g-0"] = Pod(name="g-0", namespace=NS, uid="uid-p0", pod_group="g")
+    world.pods[f"{C}/{NS}/g-1"] = Pod(
+        name="g-1", namespace=NS, uid="uid-p1", pod_group="g", node_name="node-1"
+    )
+    world.group_members[f"{C}/{NS}/g"] = {f"{C}/{NS}/g-0", f"{C}/{NS}/g-1"}
     return world
 
 
@@ -269,14 +275,27 @@ CASES = [
         "gang",
         f"PodGroup/{C}/{NS}/g",
         [group_status(UNFIT)],
-        [Note(0, GROUP, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ...")],
+        [
+            Note(0, GROUP, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ..."),
+            Note(0, WAITING, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ..."),
+        ],
+    ),
+    row(
+        "gang-waiting-for-members-is-not-said-on-the-pods",
+        "gang",
+        f"PodGroup/{C}/{NS}/g",
+        [group_status({**UNFIT, "message": "NotEnoughMembers: waiting for minCount 4"})],
+        [Note(0, GROUP, "Warning", "FailedScheduling", "NotEnoughMembers: waiting for minCount 4")],
     ),
     row(
         "gang-unschedulable-for-another-reason-again",
         "gang",
         f"PodGroup/{C}/{NS}/g",
         [group_status(UNFIT)],
-        [Note(0, GROUP, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ...")],
+        [
+            Note(0, GROUP, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ..."),
+            Note(0, WAITING, "Warning", "FailedScheduling", "InsufficientRoom: 4 pod(s) ..."),
+        ],
         state(group_conditions=[{**UNFIT, "message": "NotEnoughMembers: waiting"}]),
     ),
     row(
