@@ -247,6 +247,18 @@ class Metrics:
             "process.cpu.seconds", [cpu], "s", "Total user and system CPU time spent in seconds"
         )
 
+    def observed_counter(
+        self, name: str, description: str, readings: Readings, unit: str = "1"
+    ) -> None:
+        """A count kept elsewhere (the Event recorder's), read when metrics are collected."""
+
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, dict(attributes)) for value, attributes in readings()]
+
+        self.provider.get_meter("kbatchd").create_observable_counter(
+            name, [observe], unit, description
+        )
+
     def gauge(self, name: str, description: str, readings: Readings, unit: str = "1") -> None:
         """A value read when metrics are collected (queue depths, leadership)."""
 

@@ -171,11 +171,22 @@ class Daemon:
         self._log_writable = anyio.Event()
         self._log_writable.set()
         self.metrics.gauge("kbatchd.queue.depth", "Items waiting, by queue", self._depths)
+        self.metrics.observed_counter(
+            "kbatchd.kube_events",
+            "Kubernetes Events written (created or aggregated) and dropped (refused, queue full)",
+            self._kube_events,
+            "{event}",
+        )
         self.metrics.gauge(
             "kbatchd.leader",
             "1 while this daemon holds the Lease (or election is off)",
             lambda: [(1.0 if self.leading else 0.0, {})],
         )
+
+    def _kube_events(self) -> list[tuple[float, dict[str, str]]]:
+        recorder = self.recorder
+        written, dropped = (recorder.written, recorder.dropped) if recorder else (0, 0)
+        return [(written, {"outcome": "written"}), (dropped, {"outcome": "dropped"})]
 
     async def send(self, events: list[Event]) -> None:
         # Waiting (and its checkpoint) only when the channel is full: a send per outcome and

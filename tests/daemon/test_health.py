@@ -270,6 +270,9 @@ async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) ->
     assert samples["process_resident_memory_bytes"] > 0
     assert samples["kbatchd_leader"] == 1
     assert 'kbatchd_queue_depth{queue="ingest"}' in samples
+    # Both pods' SuccessfulCreate went to the recorder (a 500 drops an Event, as client-go's).
+    events = _total(samples, "kbatchd_kube_events_total", outcome="written")
+    assert events + _total(samples, "kbatchd_kube_events_total", outcome="dropped") >= 2
 
 
 @pytest.mark.parametrize(

@@ -139,3 +139,20 @@ def test_reconcile_latency_runs_from_the_oldest_watch_event_of_the_pass() -> Non
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="job"}'] == 1
     assert samples['kbatchd_reconcile_latency_seconds_sum{reconciler="job"}'] == 0.25
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="gang"}'] == 1
+
+
+def test_a_count_kept_elsewhere_is_a_counter_read_at_collection() -> None:
+    metrics = Metrics()
+    counts = {"written": 0, "dropped": 0}
+    metrics.observed_counter(
+        "kbatchd.kube_events",
+        "Kubernetes Events",
+        lambda: [(float(n), {"outcome": outcome}) for outcome, n in counts.items()],
+        "{event}",
+    )
+    assert _samples(metrics.render())['kbatchd_kube_events_total{outcome="written"}'] == 0
+    counts["written"] = 3
+    text = metrics.render()
+    assert "# TYPE kbatchd_kube_events_total counter" in text
+    assert _samples(text)['kbatchd_kube_events_total{outcome="written"}'] == 3
+    assert _samples(text)['kbatchd_kube_events_total{outcome="dropped"}'] == 0
