@@ -517,13 +517,15 @@ class Daemon:
                 return
 
     async def _drain(self, sources: anyio.CancelScope, tg: TaskGroup) -> None:
-        """Stop watching, let the actuator finish what it started (bounded), fold every
-        outcome, flush the log."""
+        """Stop watching, let the actuator finish what it started and the recorder write the
+        Events it holds (bounded), fold every outcome, flush the log."""
         sources.cancel()
         self.stopping = True
         with anyio.move_on_after(self.settings.daemon.drain_seconds):
             if self.actuator is not None:
                 await self.actuator.wait_idle()
+            if self.recorder is not None:
+                await self.recorder.written_all()  # the Events of what was just done
         flushed = _Flush(anyio.Event())
         await self._tx.send(flushed)
         await flushed.done.wait()

@@ -75,6 +75,10 @@ class Recorder:
         # Cluster -> when writing there may be tried again after a 403 (absent: writing).
         self._refused_until: dict[str, float] = {}
         self._warned_invalid: set[str] = set()
+        # Writes under way, and an event set whenever a writer finished one or found its
+        # queue empty: what `written_all` waits on.
+        self._writing = 0
+        self._settled = anyio.Event()
 
     # -- from the pump and the actuator ----------------------------------------------------
 
@@ -135,9 +139,17 @@ class Recorder:
             for cluster in self.apis:
                 tg.start_soon(self._writer, cluster)
 
+    async def written_all(self) -> None:
+        """Until every Event taken so far is written or given up: a drain waits for this
+        (bounded by its own deadline) so that a daemon stopping loses none it had queued."""
+        while self._writing or any(self._queues.values()):
+            self._settled = anyio.Event()
+            await self._settled.wait()
+
     async def _writer(self, cluster: str) -> None:
         queue = self._queues[cluster]
         while True:
+            self._settled.set()
             if not queue:
                 self._wake[cluster] = anyio.Event()
                 await self._wake[cluster].wait()
@@ -151,7 +163,11 @@ class Recorder:
             if write is None:
                 self.dropped += 1
                 continue
-            await self._write(cluster, event, write)
+            self._writing += 1
+            try:
+                await self._write(cluster, event, write)
+            finally:
+                self._writing -= 1
 
     async def _write(self, cluster: str, event: Occurrence, write: Write) -> None:
         api = self.apis[cluster]

@@ -245,3 +245,33 @@ async def test_the_simulated_cluster_takes_the_event_and_its_count(sim: SimClust
         (stored,) = await eventually(counted, within=5, what="the Event with count 2")
     assert stored["involvedObject"]["uid"] == "uid-p"
     assert stored["reason"] == "Scheduled"
+
+
+class SlowApi(FakeApi):
+    """A FakeApi whose every answer takes until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Response:
+        await self.release.wait()
+        return await super().request(method, path, body=body)
+
+
+async def test_a_drain_can_wait_for_every_event_taken_to_be_written() -> None:
+    api = SlowApi()
+    async with recording(api) as recorder:
+        for seq in range(3):
+            note = msgspec.structs.replace(CREATED, message=f"Created pod: train-{seq}")
+            announce(recorder, seq, DONE, note)
+        with anyio.move_on_after(0.2) as early:
+            await recorder.written_all()
+        assert early.cancelled_caught, "three Events still to write"
+        api.release.set()
+        with anyio.fail_after(5):
+            await recorder.written_all()
+        assert [body["message"] for _, _, body in api.calls] == [
+            f"Created pod: train-{seq}" for seq in range(3)
+        ]
+        assert recorder.written == 3
