@@ -28,9 +28,14 @@ from events.schema import Started
 # not the tools that only read the log (explain, timeline, JSON lines) nor the I/O around them.
 # A test keeps this equal to what those modules import.
 RULE_PACKAGES: Final = ("daemon.reconcilers", "daemon.placement")
-# Modules of those packages that only `kbatchd place` uses (reading its JSON request, printing
-# its answer): a what-if tool, never part of a decision.
-NOT_RULES: Final = ("daemon.placement.cli", "daemon.placement.request")
+# Modules of those packages that no decision depends on: what only `kbatchd place` uses
+# (reading its JSON request, printing its answer: a what-if tool), and the Kubernetes Events
+# said of decisions already made (written beside acting, never replayed).
+NOT_RULES: Final = (
+    "daemon.placement.cli",
+    "daemon.placement.request",
+    "daemon.reconcilers.kubeevents",
+)
 RULE_MODULES: Final = (
     "daemon.config",
     "daemon.wiring",

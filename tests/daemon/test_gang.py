@@ -3,6 +3,7 @@ through a standard client (the issue's acceptance scenario)."""
 
 from __future__ import annotations
 
+import copy
 import signal
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,10 @@ def template_ref(version: str, workload: str, template: str) -> dict[str, Any]:
 
 
 def gang_objects(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """WORKLOAD and POD_GROUP at a scheduling.k8s.io version."""
-    workload = {**WORKLOAD, "apiVersion": f"scheduling.k8s.io/{version}"}
-    group = {**POD_GROUP, "apiVersion": f"scheduling.k8s.io/{version}"}
+    """WORKLOAD and POD_GROUP at a scheduling.k8s.io version: copies, deep ones (a server in
+    the test's process, the simulated cluster's registry, fills in the metadata it is given)."""
+    workload = {**copy.deepcopy(WORKLOAD), "apiVersion": f"scheduling.k8s.io/{version}"}
+    group = {**copy.deepcopy(POD_GROUP), "apiVersion": f"scheduling.k8s.io/{version}"}
     spec = {k: v for k, v in POD_GROUP["spec"].items() if k != "podGroupTemplateRef"}
     group["spec"] = {**spec, **template_ref(version, "train", "main")}
     return workload, group
@@ -205,8 +207,8 @@ async def test_requests_cut_without_an_answer_still_bind_the_gang_whole_into_one
         config = daemon_config(tmp_path, sim.kubeconfig_path)
         async with running_daemon(config) as daemon:
             sim.faults.set(drop_request=0.25)
-            sim.registry.create(workloads, NS, WORKLOAD)
-            sim.registry.create(groups, NS, POD_GROUP)
+            sim.registry.create(workloads, NS, copy.deepcopy(WORKLOAD))
+            sim.registry.create(groups, NS, copy.deepcopy(POD_GROUP))
             for name in names:
                 sim.registry.create(PODS, NS, member(name, "train-main"))
 
