@@ -251,22 +251,14 @@ class Metrics:
         self, name: str, description: str, readings: Readings, unit: str = "1"
     ) -> None:
         """A count kept elsewhere (the Event recorder's), read when metrics are collected."""
-
-        def observe(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(value, dict(attributes)) for value, attributes in readings()]
-
         self.provider.get_meter("kbatchd").create_observable_counter(
-            name, [observe], unit, description
+            name, [_observing(readings)], unit, description
         )
 
     def gauge(self, name: str, description: str, readings: Readings, unit: str = "1") -> None:
         """A value read when metrics are collected (queue depths, leadership)."""
-
-        def observe(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(value, dict(attributes)) for value, attributes in readings()]
-
         self.provider.get_meter("kbatchd").create_observable_gauge(
-            name, [observe], unit, description
+            name, [_observing(readings)], unit, description
         )
 
     def seed(self, reconcilers: Iterable[str], clusters: Iterable[str]) -> None:
@@ -415,3 +407,12 @@ def _waiting_since(cluster: str, group: PodGroup) -> int:
     if scheduled is not None and not scheduled.true and evicted and scheduled.since:
         return max(group.created, scheduled.since)
     return group.created
+
+
+def _observing(readings: Readings) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """The SDK's callback for an observable instrument: `readings` as observations."""
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(value, dict(attributes)) for value, attributes in readings()]
+
+    return observe

@@ -40,6 +40,7 @@ from daemon.reconcilers.gangspec import (
     NOT_ENOUGH_MEMBERS,
     SCHEDULED,
     UNSCHEDULABLE,
+    live,
 )
 from daemon.reconcilers.jobspec import COMPLETE, FAILED, SUSPENDED
 from events.intents import Bind, Create, Delete, Intent, Patch
@@ -270,11 +271,7 @@ def _waiting_members(state: State, group_key: str) -> list[Pod]:
         (
             p
             for p in pods
-            if p is not None
-            and not p.node_name
-            and not p.scheduling_gates
-            and p.deletion_ts is None
-            and p.phase not in ("Succeeded", "Failed")
+            if p is not None and live(p) and not p.node_name and not p.scheduling_gates
         ),
         key=lambda p: p.name,
     )
