@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anyio
 import msgspec
 
-from daemon import config, eventloop, provenance
-from daemon.config import ConfigError, Settings
-from daemon.heap import relax_collector
-from daemon.logs import redact_text
+from daemon.kube.errors import ConfigError as KubeconfigError
+from daemon.runtime import eventloop
+from daemon.runtime.heap import relax_collector
+from daemon.service import config, provenance
+from daemon.service.config import ConfigError, Settings
+from daemon.service.logs import redact_text
 from events.replay import (
     Replayed,
     describe,
@@ -31,7 +33,7 @@ from events.state import CLUSTER_SCOPED, TABLES
 from events.store import CorruptLog, EventLog, LogError, LogStorageError, check_whole
 
 if TYPE_CHECKING:  # imported when --verify runs: the reconcilers are not loaded for the rest
-    from daemon.verify import Divergence, Run
+    from daemon.tools.verify import Divergence, Run
 
 EXIT_USAGE = 2
 # The storage under the log failed (a full disk, an I/O error): one line, and an exit code
@@ -48,10 +50,10 @@ class CliError(Exception):
 # for the cluster configuration, nothing acted on). systemd does not restart on them
 # (RestartPreventExitStatus=2): a restart cannot fix a configuration, nor a log that another
 # daemon writes. (A taken health port and impossible tracing settings are ConfigErrors too,
-# and so is an unusable kubeconfig: `daemon.kube.api.ConfigError`, a subclass, so that
-# commands that never reach a cluster do not import the Kubernetes client to name it.) One
+# and so is an unusable kubeconfig: `daemon.kube.errors.ConfigError`, named without loading
+# the Kubernetes client, which commands that never reach a cluster do not import.) One
 # LogError is not the user's: LogStorageError, which exits EXIT_STORAGE.
-USER_ERRORS = (LogError, CliError, ConfigError)
+USER_ERRORS = (LogError, CliError, ConfigError, KubeconfigError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     if args_list[:1] == ["place"]:
-        from daemon.placement.cli import main as place_main
+        from daemon.tools.place import main as place_main
 
         return place_main(args_list[1:])
     args = build_parser().parse_args(args_list)
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "replay":
             return eventloop.run(_replay, args)
         if args.command == "demo":
-            from daemon.demo import fresh_log_path, run_demo
+            from daemon.tools.demo import fresh_log_path, run_demo
 
             try:
                 path = fresh_log_path(args.var)
@@ -208,8 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from daemon import logs
-    from daemon.service import serve
+    from daemon.service import logs
+    from daemon.service.run import serve
 
     settings = config.load(args.config)
     if args.log:
@@ -292,7 +294,7 @@ async def _replay_mode(args: argparse.Namespace) -> int:
 
 
 async def _explain(log: EventLog, args: argparse.Namespace) -> int:
-    from events import explain
+    from daemon.tools import explain
 
     kind, namespace, name = parse_ref(args.explain, "--explain")
     try:
@@ -306,7 +308,7 @@ async def _explain(log: EventLog, args: argparse.Namespace) -> int:
 
 
 async def _timeline(log: EventLog, args: argparse.Namespace) -> int:
-    from events import timeline, timeline_page
+    from daemon.tools import timeline, timeline_page
 
     settings, _ = await _log_settings(log, args)
     data = await timeline.timeline(
@@ -336,7 +338,7 @@ async def _timeline(log: EventLog, args: argparse.Namespace) -> int:
 
 
 async def _export_jsonl(log: EventLog, args: argparse.Namespace) -> int:
-    from events import jsonl
+    from daemon.tools import jsonl
 
     try:
         count = await jsonl.export(
@@ -349,7 +351,7 @@ async def _export_jsonl(log: EventLog, args: argparse.Namespace) -> int:
 
 
 async def _import_jsonl(args: argparse.Namespace) -> int:
-    from events import jsonl
+    from daemon.tools import jsonl
 
     try:
         count = await jsonl.import_file(args.import_jsonl, args.log, progress=_tty_progress())
@@ -390,8 +392,8 @@ async def _log_settings(log: EventLog, args: argparse.Namespace) -> tuple[Settin
 
 
 async def _verify(args: argparse.Namespace) -> int:
-    from daemon import wiring
-    from daemon.verify import verify
+    from daemon.service import wiring
+    from daemon.tools.verify import verify
 
     async with open_for_replay(args.log, note=_note) as log:
         await _note_until_past_end(log, args)

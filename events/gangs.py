@@ -1,4 +1,4 @@
-"""What the fold keeps for gang admission (`daemon.reconcilers.gang`): the member pods of each
+"""What the fold keeps for gang admission (`daemon.controllers.gang`): the member pods of each
 PodGroup, and which PodGroups wait for room.
 
 - **Members.** Pods join a PodGroup through ``spec.schedulingGroup.podGroupName`` (immutable),
@@ -24,7 +24,7 @@ PodGroup, and which PodGroups wait for room.
   ``State.admissions`` keeps, per group, the binds it decided until the group is seen
   ``PodGroupScheduled=True`` (or a later decision writes the condition ``False``, or the
   group goes). A daemon killed in the middle of the binds finds there, after its restart,
-  what the admission still has to bind and where (`daemon.reconcilers.gang` finishes it, or
+  what the admission still has to bind and where (`daemon.controllers.gang` finishes it, or
   evicts what was bound and requeues the group).
 
 Cost: `pod_changed` does work only when a pod appears, goes or changes group; `wake` runs

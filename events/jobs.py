@@ -29,7 +29,7 @@ Two facts must outlive it, so the fold keeps them per Job, keyed by the Job's re
 - **The pod ordinal watermark**: one more than the highest `POD_ORDINAL_ANNOTATION` on any
   pod observed for the Job. Pod names are derived from the ordinal, and a pod created by
   kbatchd cannot disappear before kbatchd observed it (its finalizer holds it), so a create
-  that starts at the watermark never reuses a name (see `daemon.reconcilers.jobpods`).
+  that starts at the watermark never reuses a name (see `daemon.controllers.job.pods`).
 
 Cost: `fold` calls `pod_changed` only for a pod that is new to the state, turned Succeeded
 or Failed, or whose deletion timestamp or finalizers changed; it returns at once unless the

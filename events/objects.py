@@ -165,7 +165,7 @@ SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeC
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 # kbatchd's finalizer on every pod it creates for a Job it manages: a finished pod that still
-# carries it is not yet counted in the Job's status (daemon.reconcilers.job). The fold reads it
+# carries it is not yet counted in the Job's status (daemon.controllers.job). The fold reads it
 # too (events.jobs), so it is defined here. Never the built-in controller's
 # `batch.kubernetes.io/job-tracking`, which external controllers must not use (spec A0).
 JOB_TRACKING_FINALIZER: Final = "kbatchd.dev/job-tracking"

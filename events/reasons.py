@@ -1,7 +1,7 @@
 """What a decision's reason says, for `kbatchd replay --explain` and `--timeline`.
 
 Reconcilers write reasons machine-readable first: ``Head: detail`` parts joined by ``"; "``
-(`daemon.reconcilers.base.Decision`). The head decides the category; a reason with several
+(`daemon.controllers.base.Decision`). The head decides the category; a reason with several
 headed parts (a coordinated Workload's groups, a Job sync's notes) takes the most significant
 category among them, in the order of `CATEGORIES`:
 

@@ -104,7 +104,7 @@ class Outcome(_Event, frozen=True, tag="outcome"):
 
 class Started(_Event, frozen=True, tag="started"):
     """A daemon opened the log to write to it: which kbatchd, the digest of its decision
-    rules (the source decisions depend on, `daemon.provenance`), and the settings its
+    rules (the source decisions depend on, `daemon.service.provenance`), and the settings its
     reconcilers and topology run with. The decisions after it, up to the next one, were made
     by these; `kbatchd replay --verify` decides with them."""
 

@@ -284,9 +284,9 @@ async def assert_reproduced(path: Path) -> int:
     """`kbatchd replay --verify` on a log an integration test produced: every recorded decision
     must come out of the reconcilers again, built from nothing but what the log recorded of
     its daemons (their `Started` events). Returns how many were checked."""
-    from daemon import wiring
-    from daemon.config import Settings
-    from daemon.verify import verify
+    from daemon.service import wiring
+    from daemon.service.config import Settings
+    from daemon.tools.verify import verify
 
     async with EventLog.open(path, readonly=True) as log:
         result = await verify(log, wiring.reconcilers(Settings()), build=wiring.reconcilers)

@@ -26,7 +26,7 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer
 from daemon.kube.api import PATCH_TYPES, KubeApi, Response
 from daemon.kube.ingest import Backoff, now_ms
 from daemon.kube.resources import RESOURCES, Resource
-from daemon.telemetry import intent_attributes, trace_headers
+from daemon.kube.spans import intent_attributes, trace_headers
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.schema import Decided, Event, Outcome
 

@@ -28,7 +28,7 @@ from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.exec_provider import ExecProvider
 from yarl import URL
 
-from daemon import config as config_file
+from daemon.kube.errors import ConfigError
 from daemon.kube.http import HttpPool, Proxy
 
 log = structlog.get_logger("kbatchd")
@@ -69,11 +69,6 @@ class Response(msgspec.Struct, frozen=True):
 class _Status(msgspec.Struct):
     message: str = ""
     reason: str = ""
-
-
-class ConfigError(config_file.ConfigError):
-    """No usable cluster configuration (kubeconfig or in-cluster): a configuration error like
-    one of kbatchd's own file, and reported the same way."""
 
 
 # How long a kubeconfig's exec credential plugin (`users[].user.exec`) may take. client-go waits

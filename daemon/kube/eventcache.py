@@ -22,7 +22,7 @@ from typing import Final, Generic, TypeVar
 
 import msgspec
 
-from daemon.reconcilers.kubeevents import EventType, Involved
+from daemon.kube.notes import EventType, Involved
 
 CACHE_ENTRIES: Final = 4096
 SIMILAR_MAX: Final = 10

@@ -44,7 +44,7 @@ PAGE: Final = 500
 # (uid, annotation key) pairs warned about, per informer, before the set starts afresh.
 _WARNED_MAX: Final = 4096
 # Watch events handed on in one item at most. The pump's channel bounds items, so this times
-# its capacity (`daemon.supervisor.CHANNEL`) bounds the watch events a slow pump leaves
+# its capacity (`daemon.runtime.supervisor.CHANNEL`) bounds the watch events a slow pump leaves
 # waiting; a read can hold thousands.
 EVENTS_PER_SEND: Final = 16
 

@@ -1,6 +1,6 @@
 """Writing Kubernetes Events (core/v1, as client-go's recorder) beside acting, best effort.
 
-The pump hands over each decision's notes (`daemon.reconcilers.kubeevents`) with the decision;
+The pump hands over each decision's notes (`daemon.kube.notes`) with the decision;
 the actuator reports each intent's result; a note whose intent is carried out (or, for a
 ``Failed...`` one, fails) goes on its cluster's queue, and its milestone, if it has one, goes
 to the log at once. One writer per cluster empties the queue through the correlator
@@ -29,8 +29,8 @@ from daemon.kube.actuator import Result
 from daemon.kube.api import PATCH_TYPES, KubeApi, Response
 from daemon.kube.eventcache import Correlator, Occurrence, Write
 from daemon.kube.ingest import INGEST_ERRORS, Backoff
+from daemon.kube.notes import Note
 from daemon.kube.resources import RESOURCES, Resource
-from daemon.reconcilers.kubeevents import Note
 from events.intents import Intent
 from events.objects import rfc3339
 

@@ -13,8 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
-from daemon import eventloop
-from daemon.heap import relax_collector
+from daemon.runtime import eventloop
+from daemon.runtime.heap import relax_collector
 from daemon.sim import kubeconfig
 from daemon.sim import topology as topologies
 from daemon.sim.cluster import SimCluster

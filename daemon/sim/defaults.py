@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from daemon.reconcilers.jobsetspec import webhook_job_template
+from daemon.controllers.jobset.spec import webhook_job_template
 
 Obj = dict[str, Any]
 

@@ -16,7 +16,7 @@ JobSet with `restartStrategy: InPlaceRestart`:
 
 The barrier itself (the worker waiting until its attempt equals the current one) changes
 nothing the API shows, so it is not emulated. The JobSet controller's half of the protocol is
-kbatchd's (`daemon.reconcilers.inplace`).
+kbatchd's (`daemon.controllers.jobset.inplace`).
 """
 
 from __future__ import annotations

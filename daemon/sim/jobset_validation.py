@@ -2,7 +2,7 @@
 rejects on create, plus a `dependsOn` naming its own replicatedJob (which upstream lets through
 and which would wait forever), as 422 field errors.
 
-The spec rules are kbatchd's own (`daemon.reconcilers.jobsetvalidation`): the reconciler refuses
+The spec rules are kbatchd's own (`daemon.controllers.jobset.validation`): the reconciler refuses
 the same JobSets when they reach a cluster that has no webhook. The rules about claims that
 already exist need the store and live here (spec C9.5).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from daemon.reconcilers.jobsetspec import RETAIN, pvc_name, template_name
-from daemon.reconcilers.jobsetvalidation import validate_raw
+from daemon.controllers.jobset.spec import RETAIN, pvc_name, template_name
+from daemon.controllers.jobset.validation import validate_raw
 from daemon.sim.errors import OMIT, FieldError, invalid
 from daemon.sim.resources import lookup
 from daemon.sim.store import Store

@@ -22,8 +22,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from daemon import eventloop
-from daemon.heap import relax_collector
+from daemon.runtime import eventloop
+from daemon.runtime.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import PODS, lookup
 from tests.bench.phases import Reached

@@ -3,7 +3,7 @@ each restart strategy: pod deletions, pod creations and API calls kbatchd makes 
 JobSet has recovered, and how long that took in simulated time.
 
 It runs kbatchd's own reconcilers (JobSet and Job) on the in-memory world of the unit tests
-(`tests.daemon.reconcilers.jobset_world`: fold, garbage collector, kubelet, upstream's
+(`tests.daemon.controllers.jobset_world`: fold, garbage collector, kubelet, upstream's
 in-place restart agent), so every number is what the daemon would decide, without the noise
 of a loopback API server at this size. Simulated-time assumptions: a new pod is running 10 s
 after its create (scheduling, image, init), an in-place restart takes 3 s (same node, sandbox
@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from daemon.reconcilers.job import JobReconciler
-from daemon.reconcilers.jobset import JobSetReconciler
+from daemon.controllers.job.reconciler import JobReconciler
+from daemon.controllers.jobset.reconciler import JobSetReconciler
 from tests.bench.table import Table
-from tests.daemon.reconcilers.jobset_builders import jobset_json, rjob
-from tests.daemon.reconcilers.jobset_world import SECOND, World
+from tests.daemon.controllers.jobset_builders import jobset_json, rjob
+from tests.daemon.controllers.jobset_world import SECOND, World
 
 NODES: Final = 10_000
 JOBS: Final = 1_250

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from daemon import eventloop
+from daemon.runtime import eventloop
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import PODS, by_kind
 from events.schema import Decided, Started

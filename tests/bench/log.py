@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
-from daemon.synthetic import make_nodes, make_pod, stream
+from daemon.tools.synthetic import make_nodes, make_pod, stream
 from events import store
 from events.fold import BulkFold, fold
 from events.migrate import MIGRATIONS, apply_migrations

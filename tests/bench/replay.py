@@ -4,7 +4,7 @@ folding, not a multiple), `--verify` of the last events only (it starts from the
 snapshot before them, so it must cost a fraction of the whole), and how long `--explain` and
 `--timeline` take there.
 
-The log is what the daemon would write for the synthetic cluster of `daemon.synthetic`: the
+The log is what the daemon would write for the synthetic cluster of `daemon.tools.synthetic`: the
 events in batches, after each batch the Job reconciler's decisions about a few of the Jobs the
 batch touched (their pods are orphans with kbatchd's finalizer: it decides to release them),
 the decisions' outcomes, and snapshots when the daemon's rule has one due (`snapshot_due` at
@@ -19,17 +19,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Final
 
-from daemon import eventloop
-from daemon.reconcilers.job import JobReconciler
-from daemon.reconcilers.runner import decide
-from daemon.synthetic import stream
-from daemon.verify import verify
-from events.explain import explain
+from daemon.controllers.job.reconciler import JobReconciler
+from daemon.controllers.runner import decide
+from daemon.runtime import eventloop
+from daemon.tools.explain import explain
+from daemon.tools.synthetic import stream
+from daemon.tools.timeline import timeline
+from daemon.tools.verify import verify
 from events.fold import fold
 from events.schema import Event, Outcome
 from events.state import State, empty_state, encode_state, snapshot_due
 from events.store import EventLog
-from events.timeline import timeline
 from tests.bench.table import Table
 
 EVENTS: Final = 1_000_000

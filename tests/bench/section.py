@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from daemon import eventloop
+from daemon.runtime import eventloop
 from tests.bench.table import Row, Table
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from daemon import eventloop
-from daemon.heap import relax_collector
+from daemon.runtime import eventloop
+from daemon.runtime.heap import relax_collector
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import NODES, PODS

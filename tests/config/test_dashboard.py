@@ -11,8 +11,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from daemon.health import HealthServer
-from daemon.metrics import Metrics
+from daemon.service.health import HealthServer
+from daemon.service.metrics import Metrics
 from daemon.sim.cluster import SimCluster
 from tests.daemon.embedded import embedded, settings_for
 

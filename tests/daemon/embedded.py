@@ -11,12 +11,12 @@ from typing import Any
 import anyio
 from kubernetes_asyncio import client, config
 
-from daemon import wiring
-from daemon.config import Cluster, Daemon, LeaderElection, Settings
-from daemon.metrics import Metrics
+from daemon.runtime.supervisor import Daemon as Supervisor
+from daemon.service import run
+from daemon.service.config import Cluster, Daemon, LeaderElection, Settings
+from daemon.service.metrics import Metrics
+from daemon.service.telemetry import Tracing
 from daemon.sim.cluster import SimCluster
-from daemon.supervisor import Daemon as Supervisor
-from daemon.telemetry import Tracing
 
 MANAGER = "kbatchd.dev/job-controller"
 
@@ -54,9 +54,8 @@ async def embedded(
     wait_synced: bool = True,
 ) -> AsyncIterator[Supervisor]:
     """Run the daemon until the block ends, then stop it cleanly."""
-    daemon = Supervisor(
+    daemon = run.build(
         settings,
-        wiring.reconcilers(settings),
         tracing=tracing,
         metrics=metrics,
         identity=identity,

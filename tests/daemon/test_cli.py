@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 import pytest
 
-from daemon import provenance
 from daemon.cli import main
-from daemon.config import Settings, Topology
-from daemon.synthetic import stream
+from daemon.service import provenance
+from daemon.service.config import Settings, Topology
+from daemon.tools.synthetic import stream
 from events.fold import fold
 from events.objects import Node
 from events.schema import Observed

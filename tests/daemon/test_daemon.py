@@ -22,8 +22,8 @@ import anyio.lowlevel
 import pytest
 from kubernetes_asyncio import client
 
-from daemon import provenance
-from daemon.config import load
+from daemon.service import provenance
+from daemon.service.config import load
 from daemon.sim.cluster import SimCluster
 from daemon.sim.registry import DeleteOptions
 from daemon.sim.resources import JOBS, PODS

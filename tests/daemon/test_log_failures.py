@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.health import HealthServer
-from daemon.metrics import Metrics
+from daemon.service.health import HealthServer
+from daemon.service.metrics import Metrics
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS, PODS
 from events.schema import Decided, Event, Outcome

@@ -21,10 +21,10 @@ from typing import Any, Final, NamedTuple
 import pytest
 import yaml
 
-from daemon.config import LeaderElection
 from daemon.kube import api as kube_api
 from daemon.kube.recorder import EVENT_VERBS
 from daemon.kube.resources import RESOURCES
+from daemon.service.config import LeaderElection
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS, PODS
 from tests.daemon.embedded import embedded, job, settings_for, short_leases

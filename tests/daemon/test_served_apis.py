@@ -13,10 +13,11 @@ import anyio
 import pytest
 from kubernetes_asyncio import client
 
-from daemon.config import Cluster as ClusterSettings
-from daemon.config import Settings
 from daemon.kube.resources import CANDIDATES
-from daemon.supervisor import Daemon
+from daemon.runtime.supervisor import Daemon
+from daemon.service import run
+from daemon.service.config import Cluster as ClusterSettings
+from daemon.service.config import Settings
 from tests.backends import REAL, on_cluster, real_params
 from tests.daemon.test_jobs import job_body
 from tests.daemon.test_jobsets import GROUP, PLURAL, RUN, VERSION, jobset, replicated
@@ -138,7 +139,7 @@ async def test_a_watched_kind_missing_from_one_discovery_read_keeps_its_informer
 ) -> None:
     """An API server that is starting serves custom resources last: one discovery read
     without them must not end their watch (nor, with objects in the state, delete them)."""
-    daemon = Daemon(Settings(clusters=[ClusterSettings(name="c")]), [])
+    daemon = run.build(Settings(clusters=[ClusterSettings(name="c")]), [])
     informers: dict[str, Any] = {}
     jobset = CANDIDATES["JobSet"][0]
     with anyio.fail_after(5):

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import structlog.testing
 
-from daemon import supervisor
-from daemon.config import Cluster, Daemon
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
+from daemon.runtime import supervisor
+from daemon.service.config import Cluster, Daemon
 from daemon.sim import kubeconfig
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import JOBS

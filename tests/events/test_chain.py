@@ -13,7 +13,7 @@ import anyio
 import msgspec
 import pytest
 
-from daemon.synthetic import stream
+from daemon.tools.synthetic import stream
 from events.chain import GENESIS, ChainBroken, Walk, link, links
 from events.fold import fold
 from events.replay import open_for_replay, rebuild

@@ -15,7 +15,7 @@ import anyio.lowlevel
 import msgspec
 import pytest
 
-from daemon.synthetic import stream
+from daemon.tools.synthetic import stream
 from events import readahead, replay
 from events.readahead import FRAME_EVENTS, read_ahead, send_range
 from events.replay import rebuild

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from daemon.tools import timeline as timeline_module
+from daemon.tools.timeline import timeline
 from events import replay
-from events import timeline as timeline_module
 from events.fold import BulkFold, fold
 from events.intents import Bind
 from events.replay import paused_gc, rebuild
 from events.schema import Decided, Event, PodChange
 from events.state import State, empty_state, encode_state
 from events.store import BrokenChain, CorruptEvent, CorruptLog, EventLog
-from events.timeline import timeline
 from tests.events.builders import labels_not_a_map, make_node, make_pod, observed, vandalize
 
 

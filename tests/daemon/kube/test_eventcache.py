@@ -4,7 +4,7 @@ Events, and the per-object token bucket."""
 from __future__ import annotations
 
 from daemon.kube.eventcache import COMBINED, Correlator, Occurrence, Write
-from daemon.reconcilers.kubeevents import Involved
+from daemon.kube.notes import Involved
 
 JOB = Involved("c1", "Job", "ns", "train", "uid-1")
 OTHER = Involved("c1", "Job", "ns", "other", "uid-2")

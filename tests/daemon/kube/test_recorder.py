@@ -14,8 +14,8 @@ import structlog
 
 from daemon.kube.actuator import Result
 from daemon.kube.api import KubeApi, Response
+from daemon.kube.notes import Involved, Note
 from daemon.kube.recorder import REFUSED_PAUSE, Recorder
-from daemon.reconcilers.kubeevents import Involved, Note
 from daemon.sim.cluster import SimCluster
 from daemon.sim.resources import by_kind
 from events.intents import Create, Patch

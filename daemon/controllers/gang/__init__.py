@@ -1,0 +1,1 @@
+"""Gang admission: Workloads and PodGroups admitted whole, placed by `daemon.placement`."""

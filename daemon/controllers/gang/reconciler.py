@@ -1,0 +1,1061 @@
+"""Gang admission: kbatchd as the scheduler of pods whose ``schedulerName`` is its own
+(``scheduling.k8s.io/v1alpha2`` PodGroups, spec A.2–A.6, B, C; placement per the TAS spec).
+
+**Admission.** A group is admitted only when at least ``gang.minCount`` live, ungated members
+exist and the placement library finds room for all of them (members are placed together as
+one pod set, under the PodGroup's ``schedulingConstraints.topology`` key as a required level
+and the Kueue pod set annotations on their template); then every member is bound in one
+decision, with ``PodGroupScheduled=True`` (reason ``Scheduled``). A group that does not fit
+binds nothing and gets ``PodGroupScheduled=False``, reason ``Unschedulable``, the placement
+reason as message (machine-readable first: ``TopologyPlacementFailed: ...``), the same text
+as the decision's reason. Members that arrive after admission (replacements, extras) are
+bound into the domain the group already occupies.
+
+**Retry without a busy loop.** The fold dirties waiting groups when capacity is released on
+their cluster (`events.gangs`); besides, an unplaced group asks to be decided again on an
+exponential schedule (1 s doubling to a cap, aligned on when it started waiting so that
+repeated requeues of one key coincide).
+
+**Ready timeout** (Kueue's ``waitForPodsReady``, not upstream's fixed 5-minute Permit wait):
+the admission time is the ``PodGroupScheduled=True`` condition's ``lastTransitionTime``, in
+the cluster object so it survives restarts. If ready + succeeded members do not reach
+``minCount`` by then + the timeout, every member is deleted (its controller recreates it),
+``PodGroupScheduled=False`` reason ``PodsReadyTimeout`` is written and the
+``kbatchd.dev/evictions`` annotation counts up; the group is not admitted again before
+``base × 2^(evictions-1)`` (capped) has passed since then. Reaching the group once is
+recorded as ``PodsReady=True`` (reason ``Started``) and ends the timer.
+
+**Coordinated Workloads** are decided at the Workload's key (the fold dirties it for every
+change of its groups and their members), because their groups are admitted in relation to
+each other; every other PodGroup is decided at its own key.
+
+- *Leader before workers* (spec B.2, F.5): a Workload with a template named ``leader`` (or
+  the one its ``kbatchd.dev/leader-template`` annotation names) and at least one other
+  template. Groups made from the leader template are admitted first; groups from the other
+  templates only once every leader group is admitted and all its members are Running; a
+  worker group that requires the same topology level as the leader is confined to the
+  leader's domain at that level. If an admitted leader group loses members (fewer live and
+  succeeded members than ``minCount``) or times out, every member of every group of the
+  Workload is deleted and every group is reset (``LeaderLost``): the whole job restarts.
+- *Role ratios* (`daemon.controllers.gang.ratios`): admitted only in whole units, each unit
+  within one domain of the unit level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.gang import ratios
+from daemon.controllers.gang.place import (
+    ClusterView,
+    Pass,
+    Passes,
+    Restrict,
+    Slots,
+    anchor,
+    demand,
+    domain_with_room,
+    fit,
+    fits,
+    levels_for,
+    pod_set,
+    short_of,
+)
+from daemon.controllers.gang.spec import (
+    DEFAULT_LEADER_TEMPLATE,
+    EVICTIONS,
+    LEADER_LOST,
+    LEADER_TEMPLATE,
+    LIMIT_EXCEEDED,
+    NOT_ENOUGH_MEMBERS,
+    PODS_READY,
+    READY_TIMEOUT,
+    ROLE_RATIO,
+    ROLE_RATIO_TOPOLOGY,
+    SCHEDULED,
+    SCHEDULED_REASON,
+    SCHEDULER_ERROR,
+    STARTED,
+    UNSCHEDULABLE,
+    WAIT_FOR_START,
+    GangSpecError,
+    GroupSpec,
+    Members,
+    conditions_of,
+    group_spec,
+    max_requests,
+    members,
+    template_names,
+    topology_request,
+)
+from events.gangs import QUEUE, Admission, dirty_group, workload_name
+from events.intents import Bind, Delete, Intent, Patch
+from events.objects import Pod, PodGroup, Workload, rfc3339
+from events.quantity import format_units
+from events.state import State
+
+DEFAULT_SCHEDULER: Final = "kbatchd"
+# Kueue's waitForPodsReady defaults (v1beta2 / 0.19): 30 min timeout, back-off 60 s doubling
+# to an hour.
+READY_TIMEOUT_MS: Final = 30 * 60_000
+BACKOFF_BASE_MS: Final = 60_000
+BACKOFF_MAX_MS: Final = 3_600_000
+RETRY_FIRST_MS: Final = 1_000
+RETRY_MAX_MS: Final = 60_000
+INVALID: Final = "InvalidRequest:"
+# The message prefix of a group whose admission a crash cut short and could not be finished.
+INTERRUPTED: Final = "AdmissionInterrupted:"
+NO_ROOM: Final = "InsufficientRoom:"
+# Placement verdicts that say the room is short; while the cluster's free room stays below a
+# waiting group's demand, its condition keeps the last of these instead of a fresh count.
+ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_ROOM)
+# How many waiting groups in a row that the free room cannot hold a queue pass looks past
+# before it stops: a bound on the pass's work, not on who gets room (every waiting group is
+# also retried on its own schedule).
+QUEUE_LOOKAHEAD: Final = 32
+
+
+def backoff_ms(evictions: int, base_ms: int, max_ms: int) -> int:
+    """Kueue's requeue delay after the n-th eviction: base × 2^(n-1), capped (no jitter: it
+    must replay)."""
+    if evictions <= 0:
+        return 0
+    delay: int = base_ms * 2 ** min(evictions - 1, 40)
+    return min(max_ms, delay)
+
+
+def retry_at(since: int, now: int, first_ms: int, max_ms: int) -> int:
+    """The next retry of a group waiting since `since`: since + first, then doubling gaps up
+    to `max_ms`, then every `max_ms`. Computed from `since`, not from `now`, so every requeue
+    of one key lands on the same instants."""
+    gap, at = first_ms, since + first_ms
+    while at <= now and gap < max_ms:
+        gap = min(gap * 2, max_ms)
+        at += gap
+    if at <= now:
+        at += ((now - at) // max_ms + 1) * max_ms
+    return at
+
+
+def short_room(view: ClusterView, pods: Sequence[Pod], level: str | None) -> str | None:
+    """Why `pods` cannot be placed for want of room, before any placement is tried: what they
+    request together exceeds the free room of the whole cluster or, under a required `level`,
+    of every one of its domains. None when the room may suffice (placement decides)."""
+    need = demand(pods)
+    free = view.free()
+    short = short_of(need, free)
+    where = "in the whole cluster"
+    if not short and level is not None:
+        rooms = view.room(level)
+        if domain_with_room(need, rooms) is not None:
+            return None
+        free = {
+            name: max((room.get(name, 0) for room in rooms.values()), default=0) for name in need
+        }
+        short = short_of(need, free) or sorted(need)
+        where = f"in any one {level}"
+    if not short:
+        return None
+    amounts = ", ".join(
+        f"{name} {format_units(name, need[name])} ({format_units(name, free.get(name, 0))} free)"
+        for name in short
+    )
+    return f"{NO_ROOM} {len(pods)} pod(s) request {amounts} {where}"
+
+
+def _admitted_reason(spec: GroupSpec, became_ready: str | None) -> str:
+    """An admitted group's reason, read from its conditions: a pass that finds nothing new
+    says what the decision that wrote them said, so it is not logged again (a no-intent
+    decision per admission, and one more count of the admissions metric, before this)."""
+    if became_ready is not None:
+        return f"{PODS_READY}: {became_ready}"
+    if spec.pods_ready is not None and spec.pods_ready.true:
+        return f"{PODS_READY}: {spec.pods_ready.message}"
+    message = spec.scheduled.message if spec.scheduled is not None else ""
+    return f"Admitted: {spec.namespace}/{spec.name}: {message}"
+
+
+def _floor_s(ms: int) -> int:
+    """`ms` as a condition's lastTransitionTime will read back (whole seconds)."""
+    return ms - ms % 1000
+
+
+class _Group:
+    """A group under decision: its spec and members, or why it cannot be read. Never changed
+    once read (`Reads` hands the same one to later passes); `need` is filled on first use."""
+
+    __slots__ = ("error", "members", "need", "spec")
+
+    def __init__(self, spec: GroupSpec, members: Members) -> None:
+        self.spec = spec
+        self.members = members
+        self.error: str | None = None
+        # What the pending members request together and the level they must share (release).
+        self.need: tuple[dict[str, int], str | None] | None = None
+
+
+class Reads:
+    """Groups read in earlier passes, handed out again while the PodGroup and every member
+    are the very objects they were read from. The fold replaces an object on every change
+    and never edits one, so a reused read is the read that would be made: no answer changes.
+    Thousands of gangs waiting for room are looked at on every pass that frees some; reading
+    each afresh (its spec parsed, its members sorted) was a quarter of the daemon's time."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[PodGroup, tuple[tuple[str, Pod | None], ...], _Group]] = {}
+
+    def get(self, state: State, key: str) -> _Group | None:
+        entry = self._entries.get(key)
+        if entry is None or state.podgroups.get(key) is not entry[0]:
+            return None
+        keys = state.group_members.get(key, ())
+        members = entry[1]
+        if len(keys) != len(members):
+            return None
+        pods = state.pods
+        for pod_key, pod in members:
+            if pods.get(pod_key) is not pod:
+                return None
+        return entry[2]
+
+    def put(self, state: State, key: str, podgroup: PodGroup, group: _Group) -> None:
+        pods = state.pods
+        members = tuple((k, pods.get(k)) for k in state.group_members.get(key, ()))
+        self._entries[key] = (podgroup, members, group)
+
+    def prune(self, state: State) -> None:
+        """Forget groups no longer waiting once they could outnumber the waiting ones: only
+        waiting groups are remembered, so what this holds beyond the state itself stays
+        bounded by the queues."""
+        queues = state.gang_queue.values()
+        if len(self._entries) > 2 * sum(map(len, queues)) + 1_000:
+            waiting = {key for queue in queues for _, key in queue}
+            self._entries = {k: v for k, v in self._entries.items() if k in waiting}
+
+
+class _Step:
+    """What one decision collects, possibly over several groups of a Workload."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.binds: list[Intent] = []
+        self.deletes: list[Intent] = []
+        self.patches: list[Intent] = []
+        self.reasons: list[str] = []
+        self.requeue: int | None = None
+        self._conditions: dict[str, tuple[GroupSpec, list[dict[str, str]]]] = {}
+
+    def wake(self, at: int) -> None:
+        if self.requeue is None or at < self.requeue:
+            self.requeue = at
+
+    def reason(self, text: str) -> None:
+        self.reasons.append(text)
+
+    def condition(
+        self, spec: GroupSpec, type_: str, status: str, reason: str, message: str
+    ) -> None:
+        """Set a condition on the group unless it already reads so; the transition time moves
+        only when the status does."""
+        current = spec.scheduled if type_ == SCHEDULED else spec.pods_ready
+        if current is not None and (current.status, current.reason, current.message) == (
+            status,
+            reason,
+            message,
+        ):
+            return
+        since = self.now
+        if current is not None and current.status == status and current.since is not None:
+            since = current.since
+        entry = self._conditions.setdefault(spec.key, (spec, []))
+        entry[1][:] = [c for c in entry[1] if c["type"] != type_]
+        entry[1].append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": rfc3339(since),
+            }
+        )
+
+    def bind(self, cluster: str, slots: Slots) -> None:
+        for pod, node in slots:
+            self.binds.append(Bind(cluster, "Pod", pod.namespace, pod.name, node, pod.uid))
+
+    def named(self, name: str, start: int) -> None:
+        """Prefix the reasons added since `start` with a group's name (Workload decisions
+        speak for several groups)."""
+        self.reasons[start:] = [f"{name}: {r}" for r in self.reasons[start:]]
+
+    def delete(self, cluster: str, pods: Sequence[Pod]) -> None:
+        for pod in pods:
+            self.deletes.append(
+                Delete(cluster, "Pod", pod.namespace, pod.name, precondition_uid=pod.uid)
+            )
+
+    def annotate(self, spec: GroupSpec, key: str, value: str) -> None:
+        self.patches.append(
+            Patch(
+                spec.cluster,
+                "PodGroup",
+                spec.namespace,
+                spec.name,
+                patch={"metadata": {"annotations": {key: value}}},
+            )
+        )
+
+    def decision(self) -> Decision | None:
+        if not self.reasons:
+            return None
+        status: list[Intent] = [
+            Patch(
+                spec.cluster,
+                "PodGroup",
+                spec.namespace,
+                spec.name,
+                patch={"status": {"conditions": conditions}},
+                patch_type="strategic",
+                subresource="status",
+            )
+            for spec, conditions in self._conditions.values()
+        ]
+        # Binds before the status that announces them; deletes before the status that
+        # explains them.
+        intents = (*self.binds, *self.deletes, *status, *self.patches)
+        return Decision("; ".join(self.reasons), intents, self.requeue)
+
+
+@dataclass(frozen=True)
+class GangReconciler:
+    """The gang scheduler's settings; `decide` is pure (see `gangplace.Pass` for the one
+    memo it keeps, which changes no answer)."""
+
+    scheduler_name: str = DEFAULT_SCHEDULER
+    # None: no ready timeout.
+    ready_timeout_ms: int | None = READY_TIMEOUT_MS
+    backoff_base_ms: int = BACKOFF_BASE_MS
+    backoff_max_ms: int = BACKOFF_MAX_MS
+    # Evictions after which a group is no longer requeued (Kueue's backoffLimitCount); 0: never.
+    max_evictions: int = 0
+    retry_first_ms: int = RETRY_FIRST_MS
+    retry_max_ms: int = RETRY_MAX_MS
+    # The level a role-ratio unit stays inside when the Workload does not say; "" = the level
+    # above the lowest.
+    ratio_level: str = ""
+    passes: Passes = field(default_factory=Passes, compare=False, repr=False, hash=False)
+    reads: Reads = field(default_factory=Reads, compare=False, repr=False, hash=False)
+
+    @property
+    def name(self) -> str:
+        return "gang"
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset({"PodGroup", "Workload"})
+
+    @property
+    def queues(self) -> frozenset[str]:
+        return frozenset({QUEUE})
+
+    def release(self, state: State, queue: str) -> list[str]:
+        """The keys to decide now that room was released on a cluster: its waiting groups,
+        oldest first, as many as the free room holds when each takes what its pending
+        members request — from the whole cluster, and from one domain of the level it
+        requires. Kueue's BestEffortFIFO, bounded by the room instead of trying every
+        waiting workload at every change. A group whose admission is in flight (the writes
+        of its decision not seen yet) is passed over: its binds take their room already
+        (`State.assumed`), and it may not be decided before they are seen anyway."""
+        cluster = queue.split("/", 1)[1]
+        self.reads.prune(state)
+        waiting = state.gang_queue.get(cluster)
+        if not waiting:
+            return []
+        view = self.passes.get(state, queue).cluster(cluster)
+        budgets: dict[str | None, dict[tuple[str, ...], dict[str, int]]] = {}
+
+        def budget(level: str | None) -> dict[tuple[str, ...], dict[str, int]]:
+            found = budgets.get(level)
+            if found is None:
+                found = budgets[level] = {d: dict(a) for d, a in view.room(level).items()}
+            return found
+
+        keys: set[str] = set()
+        passed = 0
+        awaiting = state.awaiting
+        for _, group_key in waiting:
+            if f"PodGroup/{group_key}" in awaiting:
+                continue  # admitted, its binds in flight: they take their room already
+            group = self._read(state, cluster, group_key, remember=True)
+            if group is None or not group.members.pending:
+                continue  # waiting for members, not room: their arrival wakes it
+            workload = group.spec.workload
+            if workload is not None and (
+                f"Workload/{cluster}/{group.spec.namespace}/{workload}" in awaiting
+            ):
+                continue  # the same, decided by the Workload that coordinates it
+            if group.need is None:
+                group.need = (demand(group.members.pending), self._required(group))
+            need, level = group.need
+            takes = [budget(None).get((), {})]
+            if level is not None:
+                rooms = budget(level)
+                domain = domain_with_room(need, rooms)
+                takes.append(rooms[domain] if domain is not None else {})
+            if not all(fits(need, room) for room in takes):
+                passed += 1
+                if passed > QUEUE_LOOKAHEAD:
+                    break
+                continue
+            passed = 0
+            for room in takes:
+                for name, amount in need.items():
+                    room[name] = room.get(name, 0) - amount
+            dirty_group(state, group_key, keys)
+        return sorted(keys)
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None:
+        kind, cluster, namespace, name = split_ref(key)
+        run = self.passes.get(state, key)
+        if kind == "PodGroup":
+            return self._decide_group(state, run, cluster, namespace, name, now)
+        if kind == "Workload":
+            return self._decide_workload(state, run, cluster, namespace, name, now)
+        return None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _members(self, state: State, group_key: str) -> Members:
+        pods = state.pods
+        keys = state.group_members.get(group_key, ())
+        return members((pods[k] for k in keys if k in pods), self.scheduler_name)
+
+    def _read(
+        self, state: State, cluster: str, group_key: str, *, remember: bool = False
+    ) -> _Group | None:
+        """The group and its members; `remember`: keep the read for later passes (waiting
+        groups, which `release` looks at again and again)."""
+        read = self.reads.get(state, group_key)
+        if read is not None:
+            return read
+        group = state.podgroups.get(group_key)
+        if group is None:
+            return None
+        read = self._read_afresh(state, cluster, group_key, group)
+        if remember:
+            self.reads.put(state, group_key, group, read)
+        return read
+
+    def _read_afresh(self, state: State, cluster: str, group_key: str, group: PodGroup) -> _Group:
+        found = self._members(state, group_key)
+        try:
+            spec = group_spec(cluster, group)
+        except GangSpecError as exc:
+            # Enough of a spec to report the error on the group (once: its conditions are
+            # read so that an unchanged report is not written again) and find its Workload.
+            try:
+                conditions = conditions_of(group.status, "PodGroup")
+            except GangSpecError:
+                conditions = {}
+            spec = GroupSpec(
+                cluster=cluster,
+                namespace=group.namespace,
+                name=group.name,
+                uid=group.uid,
+                min_count=1,
+                topology_key=None,
+                workload=workload_name(group),
+                template=None,
+                scheduled=conditions.get(SCHEDULED),
+                pods_ready=conditions.get(PODS_READY),
+                evictions=0,
+            )
+            result = _Group(spec, found)
+            result.error = str(exc)
+            return result
+        return _Group(spec, found)
+
+    def _coordinated(self, workload: Workload) -> bool:
+        if ROLE_RATIO in workload.annotations:
+            return True
+        templates = template_names(workload)
+        leader = workload.annotations.get(LEADER_TEMPLATE, DEFAULT_LEADER_TEMPLATE)
+        return leader in templates and len(templates) > 1
+
+    # -- a PodGroup on its own --------------------------------------------------------------
+
+    def _decide_group(
+        self, state: State, run: Pass, cluster: str, namespace: str, name: str, now: int
+    ) -> Decision | None:
+        group = self._read(state, cluster, f"{cluster}/{namespace}/{name}")
+        if group is None or not group.members.ours:
+            # Not kbatchd's group (or no member yet: nothing to say about it).
+            return None
+        spec = group.spec
+        step = _Step(now)
+        if spec.workload is not None and group.error is None:
+            workload = state.workloads.get(f"{cluster}/{namespace}/{spec.workload}")
+            if workload is None:
+                # Watches of different kinds race; the apiserver admits a PodGroup only
+                # after its Workload, so it is on its way.
+                pod_group = state.podgroups[spec.key]
+                step.reason(f"WaitingForWorkload: Workload {namespace}/{spec.workload} not seen")
+                step.wake(retry_at(pod_group.created, now, self.retry_first_ms, self.retry_max_ms))
+                return step.decision()
+            if self._coordinated(workload):
+                return None  # the Workload's key decides
+        interrupted = self._interrupted(state, [group])
+        if interrupted:
+            self._resume(step, run.cluster(cluster), interrupted)
+        else:
+            self._one(step, run.cluster(cluster), state.topology.levels, group)
+        return step.decision()
+
+    def _one(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        group: _Group,
+        *,
+        blocked: str | None = None,
+        leader: tuple[str, Sequence[Pod]] | None = None,
+    ) -> bool:
+        """Decide one group into `step`. `blocked` keeps it from being admitted (why);
+        `leader` is a (required level, bound pods) whose domain it must join at that level.
+        Returns whether the group was evicted."""
+        spec, found = group.spec, group.members
+        if group.error is not None:
+            self._invalid(step, spec, group.error)
+            return False
+        if found.foreign and found.ours:
+            self._unschedulable(
+                step,
+                spec,
+                f"SchedulerNameMismatch: pods {', '.join(p.name for p in found.foreign[:3])} "
+                f"name another scheduler than {self.scheduler_name}",
+                None,
+            )
+            return False
+        if spec.reason_is(LIMIT_EXCEEDED):
+            step.reason(f"{LIMIT_EXCEEDED}: evicted {spec.evictions} time(s); not requeued")
+            return False
+        if spec.admitted:
+            return self._admitted(step, view, levels, group)
+        if self._backing_off(step, spec):
+            return False
+        if self._limit_reached(step, spec):
+            return False
+        if blocked is not None:
+            self._unschedulable(step, spec, blocked, None)
+            return False
+        if found.count < spec.min_count:
+            self._not_enough(step, spec, found)
+            return False
+        slots: Slots | str = []
+        if found.pending:
+            slots = self._place(view, levels, group, leader)
+        if isinstance(slots, str):
+            if slots.startswith(INVALID):
+                self._invalid(step, spec, slots[len(INVALID) :].strip())
+            elif slots.startswith(NO_ROOM):
+                self._no_room(step, spec, slots)
+            else:
+                self._unschedulable(step, spec, slots, step.now)
+            return False
+        self._admit(step, view, spec, slots, found.bound)
+        return False
+
+    def _place(
+        self,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        group: _Group,
+        leader: tuple[str, Sequence[Pod]] | None = None,
+    ) -> Slots | str:
+        """Nodes for every pending member, next to the bound ones (and the leader)."""
+        spec, found = group.spec, group.members
+        try:
+            request = topology_request(spec, (*found.bound, *found.pending))
+        except GangSpecError as exc:
+            return f"InvalidRequest: {exc}"
+        levels = levels_for(levels, request)
+        restrict: Restrict = ()
+        level = request.required
+        if level is not None:
+            restrict = anchor(view, levels, level, found.bound)
+            if not restrict and leader is not None and leader[0] == level:
+                restrict = anchor(view, levels, level, leader[1])
+        pods = found.pending
+        short = short_room(view, pods, None if restrict else level)
+        if short is not None:
+            return short
+        wanted = pod_set(spec.name, len(pods), max_requests(pods), request, pods[0])
+        slots = fit(view, levels, wanted, pods, restrict)
+        if isinstance(slots, str) and restrict:
+            where = ",".join(value for _, value in restrict)
+            return f"{slots} (confined to {where})"
+        return slots
+
+    def _admit(
+        self, step: _Step, view: ClusterView, spec: GroupSpec, slots: Slots, bound: Sequence[Pod]
+    ) -> None:
+        """Bind `slots` and mark the group admitted (`bound`: members already on nodes)."""
+        step.bind(spec.cluster, slots)
+        view.assume(slots)
+        nodes = len({node for _, node in slots} | {p.node_name for p in bound})
+        message = f"{len(slots) + len(bound)} pod(s) bound to {nodes} node(s)"
+        step.condition(spec, SCHEDULED, "True", SCHEDULED_REASON, message)
+        step.reason(f"Admitted: {spec.namespace}/{spec.name}: {message}")
+        if self.ready_timeout_ms is not None:
+            step.condition(
+                spec, PODS_READY, "False", WAIT_FOR_START, "waiting for minCount pods to be ready"
+            )
+            step.wake(_floor_s(step.now) + self.ready_timeout_ms)
+
+    def _admitted(
+        self, step: _Step, view: ClusterView, levels: tuple[str, ...], group: _Group
+    ) -> bool:
+        spec, found = group.spec, group.members
+        since = spec.admitted_at if spec.admitted_at is not None else step.now
+        timing = self.ready_timeout_ms is not None and not (
+            spec.pods_ready is not None and spec.pods_ready.true
+        )
+        became_ready: str | None = None
+        if timing and self.ready_timeout_ms is not None:
+            ready = found.ready()
+            deadline = since + self.ready_timeout_ms
+            if ready >= spec.min_count:
+                became_ready = f"{ready} pod(s) ready"
+                step.condition(spec, PODS_READY, "True", STARTED, became_ready)
+            elif step.now >= deadline:
+                self._evict(step, spec, found, ready)
+                return True
+            else:
+                step.wake(deadline)
+        if found.pending:
+            slots = self._place(view, levels, group)
+            if isinstance(slots, str):
+                step.reason(f"ExtraMembersUnschedulable: {slots}")
+                step.wake(retry_at(since, step.now, self.retry_first_ms, self.retry_max_ms))
+                return False
+            step.bind(spec.cluster, slots)
+            view.assume(slots)
+            step.reason(f"Extended: {len(slots)} more member(s) bound")
+            return False
+        step.reason(_admitted_reason(spec, became_ready))
+        return False
+
+    # -- an admission a crash cut short ------------------------------------------------------
+
+    def _interrupted(
+        self, state: State, groups: Sequence[_Group]
+    ) -> list[tuple[_Group, Admission]]:
+        """The groups whose admission is in the log (`State.admissions`) but not seen whole:
+        the daemon stopped between its first bind and the status that announces it."""
+        found: list[tuple[_Group, Admission]] = []
+        for group in groups:
+            admission = state.admissions.get(group.spec.key)
+            if admission is not None and group.error is None and not group.spec.admitted:
+                found.append((group, admission))
+        return found
+
+    def _resume(
+        self, step: _Step, view: ClusterView, interrupted: Sequence[tuple[_Group, Admission]]
+    ) -> None:
+        """Finish interrupted admissions with the binds they decided, or, if any of them can
+        no longer be finished, evict what they bound and requeue them all (groups admitted
+        together stand or fall together): never a gang left partly bound."""
+        plans: list[tuple[_Group, Admission, Slots]] = []
+        for group, admission in interrupted:
+            remaining = self._remaining(view, group, admission)
+            if isinstance(remaining, str):
+                for each, _ in interrupted:
+                    self._revoke(step, each, f"{group.spec.name}: {remaining}")
+                return
+            plans.append((group, admission, remaining))
+        for group, admission, slots in plans:
+            step.reason(
+                f"AdmissionResumed: {group.spec.namespace}/{group.spec.name}: "
+                f"{len(slots)} bind(s) left of decision {admission.decision}"
+            )
+            self._admit(step, view, group.spec, slots, group.members.bound)
+
+    def _remaining(self, view: ClusterView, group: _Group, admission: Admission) -> Slots | str:
+        """The binds an interrupted admission still has to make, each to the node it decided,
+        or why it cannot be finished: too few of its members are left (bound, finished, or
+        still the very pod it placed) or their nodes cannot take them any more."""
+        spec, found = group.spec, group.members
+        slots: Slots = []
+        for pod in found.pending:
+            planned = admission.binds.get(f"{spec.cluster}/{pod.namespace}/{pod.name}")
+            if planned is not None and planned[0] == pod.uid:
+                slots.append((pod, planned[1]))
+        count = len(found.bound) + len(found.succeeded) + len(slots)
+        if count < spec.min_count:
+            return f"{count} of minCount {spec.min_count} member(s) left to finish it"
+        refusal = view.refusal(slots)
+        if refusal is not None:
+            return refusal
+        return slots
+
+    def _revoke(self, step: _Step, group: _Group, why: str) -> None:
+        spec, bound = group.spec, group.members.bound
+        step.delete(spec.cluster, bound)
+        message = f"{INTERRUPTED} {why}; {len(bound)} bound member(s) evicted, requeued"
+        self._unschedulable(step, spec, message, step.now)
+
+    def _evict(self, step: _Step, spec: GroupSpec, found: Members, ready: int) -> None:
+        evictions = spec.evictions + 1
+        timeout_s = (self.ready_timeout_ms or 0) // 1000
+        message = (
+            f"{ready} of minCount {spec.min_count} pod(s) ready {timeout_s}s after admission; "
+            f"evicted (eviction {evictions})"
+        )
+        step.delete(spec.cluster, (*found.bound, *found.pending, *found.gated))
+        step.condition(spec, SCHEDULED, "False", READY_TIMEOUT, message)
+        step.annotate(spec, EVICTIONS, str(evictions))
+        step.reason(f"{READY_TIMEOUT}: {message}")
+        step.wake(
+            _floor_s(step.now) + backoff_ms(evictions, self.backoff_base_ms, self.backoff_max_ms)
+        )
+
+    def _backing_off(self, step: _Step, spec: GroupSpec) -> bool:
+        scheduled = spec.scheduled
+        if not spec.reason_is(READY_TIMEOUT) or scheduled is None or scheduled.since is None:
+            return False
+        until = scheduled.since + backoff_ms(
+            spec.evictions, self.backoff_base_ms, self.backoff_max_ms
+        )
+        if step.now >= until:
+            return False
+        step.reason(f"BackingOff: evicted {spec.evictions} time(s); requeued at {rfc3339(until)}")
+        step.wake(until)
+        return True
+
+    def _limit_reached(self, step: _Step, spec: GroupSpec) -> bool:
+        if not self.max_evictions or spec.evictions < self.max_evictions:
+            return False
+        message = f"evicted {spec.evictions} time(s); the limit is {self.max_evictions}"
+        step.condition(spec, SCHEDULED, "False", LIMIT_EXCEEDED, message)
+        step.reason(f"{LIMIT_EXCEEDED}: {message}")
+        return True
+
+    def _not_enough(self, step: _Step, spec: GroupSpec, found: Members) -> None:
+        # No count in the reason or the message: members arrive one by one, and a count
+        # would log a decision (and write the status) per arriving pod.
+        message = f"{NOT_ENOUGH_MEMBERS} waiting for minCount {spec.min_count} member pod(s)"
+        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+        step.reason(message)
+
+    def _unschedulable(
+        self, step: _Step, spec: GroupSpec, message: str, retry_from: int | None
+    ) -> None:
+        """Not admitted: the reason goes to the condition, the decision and (via the runner)
+        the log. `retry_from` set: ask to be decided again on the retry schedule."""
+        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+        step.reason(f"Unschedulable: {message}")
+        if retry_from is not None:
+            scheduled = spec.scheduled
+            since = _floor_s(retry_from)
+            if scheduled is not None and not scheduled.true and scheduled.since is not None:
+                since = scheduled.since
+            step.wake(retry_at(since, step.now, self.retry_first_ms, self.retry_max_ms))
+
+    def _no_room(self, step: _Step, spec: GroupSpec, message: str) -> None:
+        """Not admitted for want of room (`short_room`). A group already waiting for room
+        keeps its message: a fresh count would rewrite its status at every retry."""
+        scheduled = spec.scheduled
+        if (
+            scheduled is not None
+            and scheduled.status == "False"
+            and scheduled.reason == UNSCHEDULABLE
+            and scheduled.message.startswith(ROOM_REASONS)
+        ):
+            message = scheduled.message
+        self._unschedulable(step, spec, message, step.now)
+
+    def _invalid(self, step: _Step, spec: GroupSpec, message: str) -> None:
+        step.condition(spec, SCHEDULED, "False", SCHEDULER_ERROR, f"InvalidSpec: {message}")
+        step.reason(f"InvalidSpec: {message}")
+
+    # -- coordinated Workloads --------------------------------------------------------------
+
+    def _groups_of(self, state: State, cluster: str, namespace: str, workload: str) -> list[_Group]:
+        found: list[_Group] = []
+        for key in sorted(state.workload_groups.get(f"{cluster}/{namespace}/{workload}", ())):
+            group = self._read(state, cluster, key)
+            if group is not None and group.members.ours:
+                found.append(group)
+        return found
+
+    def _decide_workload(
+        self, state: State, run: Pass, cluster: str, namespace: str, name: str, now: int
+    ) -> Decision | None:
+        workload = state.workloads.get(f"{cluster}/{namespace}/{name}")
+        if workload is None or not self._coordinated(workload):
+            return None
+        groups = self._groups_of(state, cluster, namespace, name)
+        if not groups:
+            return None
+        step = _Step(now)
+        view = run.cluster(cluster)
+        levels = state.topology.levels
+        interrupted = self._interrupted(state, groups)
+        if interrupted:
+            self._resume(step, view, interrupted)
+        elif ROLE_RATIO in workload.annotations:
+            self._ratio(step, view, levels, workload, groups)
+        else:
+            self._leader_first(step, view, levels, workload, groups)
+        return step.decision()
+
+    def _leader_first(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        workload: Workload,
+        groups: list[_Group],
+    ) -> None:
+        template = workload.annotations.get(LEADER_TEMPLATE, DEFAULT_LEADER_TEMPLATE)
+        leaders = [g for g in groups if g.spec.template == template]
+        workers = [g for g in groups if g.spec.template != template]
+        for group in leaders:
+            spec, found = group.spec, group.members
+            if group.error is None and spec.admitted:
+                alive = len(found.bound) + len(found.succeeded)
+                if alive < spec.min_count:
+                    self._restart(
+                        step,
+                        groups,
+                        f"leader group {spec.name} has {alive} of minCount {spec.min_count} "
+                        f"pod(s) left",
+                    )
+                    return
+        for group in leaders:
+            start = len(step.reasons)
+            evicted = self._one(step, view, levels, group)
+            step.named(group.spec.name, start)
+            if evicted:
+                self._restart(
+                    step, workers, f"leader group {group.spec.name} was evicted", evicted=True
+                )
+                return
+        running = bool(leaders) and all(
+            g.error is None
+            and g.spec.admitted
+            and g.members.bound
+            and g.members.running() == len(g.members.bound)
+            and g.members.running() >= g.spec.min_count
+            for g in leaders
+        )
+        leader: tuple[str, Sequence[Pod]] | None = None
+        if running:
+            level = self._required(leaders[0])
+            if level is not None:
+                leader = (level, [p for g in leaders for p in g.members.bound])
+        blocked = (
+            None
+            if running
+            else (
+                f"WaitingForLeader: the {template} group(s) of Workload {workload.name} must be "
+                f"Running first"
+            )
+        )
+        for group in workers:
+            start = len(step.reasons)
+            self._one(step, view, levels, group, blocked=blocked, leader=leader)
+            step.named(group.spec.name, start)
+        if not leaders:
+            step.reason(f"WaitingForLeader: no {template} group of Workload {workload.name} yet")
+
+    def _required(self, group: _Group) -> str | None:
+        """The level a group requires all its members in, None when none (or unreadable)."""
+        if group.error is not None:
+            return None
+        found = group.members
+        try:
+            return topology_request(group.spec, (*found.bound, *found.pending)).required
+        except GangSpecError:
+            return None
+
+    def _restart(
+        self, step: _Step, groups: Sequence[_Group], why: str, *, evicted: bool = False
+    ) -> None:
+        """Delete every member of `groups` and reset them: the job starts over."""
+        for group in groups:
+            found = group.members
+            step.delete(group.spec.cluster, (*found.bound, *found.pending, *found.gated))
+            if group.error is None and (group.spec.admitted or not evicted):
+                step.condition(group.spec, SCHEDULED, "False", LEADER_LOST, f"{LEADER_LOST}: {why}")
+        step.reason(f"{LEADER_LOST}: {why}; restarting the workload")
+
+    def _ratio(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        workload: Workload,
+        groups: list[_Group],
+    ) -> None:
+        where = f"Workload {workload.namespace}/{workload.name}: annotation {ROLE_RATIO}"
+        try:
+            roles = ratios.parse_ratio(workload.annotations[ROLE_RATIO], where)
+            unit_level = ratios.unit_level(
+                workload.annotations.get(ROLE_RATIO_TOPOLOGY),
+                self.ratio_level,
+                levels,
+                f"Workload {workload.namespace}/{workload.name}",
+            )
+            missing = [r.name for r in roles if r.name not in template_names(workload)]
+            if missing:
+                raise GangSpecError(f"{where}: no podGroupTemplate named {', '.join(missing)}")
+        except GangSpecError as exc:
+            for group in groups:
+                self._invalid(step, group.spec, str(exc))
+            return
+        names = {r.name for r in roles}
+        for group in groups:
+            if group.spec.template not in names:
+                # Not a role: an ordinary group that happens to share the Workload.
+                self._one(step, view, levels, group)
+        by_role: dict[str, list[_Group]] = {r.name: [] for r in roles}
+        for group in groups:
+            if group.spec.template in by_role:
+                by_role[group.spec.template].append(group)
+        role_groups: list[_Group] = []
+        for role in roles:
+            found = by_role[role.name]
+            if len(found) > 1:
+                for group in found:
+                    self._invalid(
+                        step, group.spec, f"{where}: more than one PodGroup for role {role.name}"
+                    )
+                return
+            if not found:
+                step.reason(f"{NOT_ENOUGH_MEMBERS} no PodGroup for role {role.name} yet")
+                return
+            if found[0].error is not None:
+                self._invalid(step, found[0].spec, found[0].error)
+                return
+            role_groups.append(found[0])
+        self._ratio_units(step, view, levels, roles, unit_level, role_groups)
+
+    def _ratio_units(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        roles: tuple[ratios.Role, ...],
+        unit_level: str,
+        role_groups: list[_Group],
+    ) -> None:
+        specs = [g.spec for g in role_groups]
+        if any(s.reason_is(LIMIT_EXCEEDED) for s in specs):
+            step.reason(f"{LIMIT_EXCEEDED}: not requeued")
+            return
+        for group in role_groups:
+            if group.members.foreign:
+                self._one(step, view, levels, group)  # reports the scheduler mismatch
+                return
+        admitted = [g for g in role_groups if g.spec.admitted]
+        # Readiness is judged per role group; one group missing its deadline evicts all.
+        late = False
+        for group in admitted:
+            spec, found = group.spec, group.members
+            if self.ready_timeout_ms is None or (spec.pods_ready and spec.pods_ready.true):
+                continue
+            ready = found.ready()
+            deadline = (spec.admitted_at or step.now) + self.ready_timeout_ms
+            if ready >= spec.min_count:
+                step.condition(spec, PODS_READY, "True", STARTED, f"{ready} pod(s) ready")
+            elif step.now >= deadline:
+                late = True
+            else:
+                step.wake(deadline)
+        if late:
+            for group in role_groups:
+                self._evict(step, group.spec, group.members, group.members.ready())
+            return
+        if not admitted:
+            for spec in specs:
+                if self._backing_off(step, spec):
+                    return
+            for spec in specs:
+                if self._limit_reached(step, spec):
+                    return
+        text = ratios.describe(roles)
+        units = min(
+            len(g.members.pending) // r.weight for g, r in zip(role_groups, roles, strict=True)
+        )
+        needed = 1
+        if not admitted:
+            needed = max(
+                -(-g.spec.min_count // r.weight) for g, r in zip(role_groups, roles, strict=True)
+            )
+        if units < needed:
+            # Constant texts: a count would log a decision per arriving pod.
+            if admitted:
+                step.reason(f"Admitted: the pending members form no further unit of {text}")
+                return
+            message = f"{NOT_ENOUGH_MEMBERS} waiting for {needed} whole unit(s) of {text}"
+            for spec in specs:
+                step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+            step.reason(message)
+            return
+        outer, problem = self._outer_level(role_groups, levels)
+        if problem is not None:
+            for spec in specs:
+                self._invalid(step, spec, problem)
+            return
+        restrict: Restrict = ()
+        if outer is not None:
+            bound = [p for g in role_groups for p in g.members.bound]
+            restrict = anchor(view, levels, outer, bound)
+        demands = [
+            ratios.Demand(r, max_requests(g.members.pending), g.members.pending)
+            for g, r in zip(role_groups, roles, strict=True)
+        ]
+        slots = ratios.place_units(view, levels, unit_level, outer, restrict, demands, units)
+        if isinstance(slots, str):
+            if admitted:
+                step.reason(f"ExtraUnitsUnschedulable: {slots}")
+                since = min(s.admitted_at or step.now for s in specs if s.admitted)
+                step.wake(retry_at(since, step.now, self.retry_first_ms, self.retry_max_ms))
+                return
+            start = len(step.reasons)
+            for spec in specs:
+                self._unschedulable(step, spec, slots, step.now)
+            del step.reasons[start + 1 :]  # one reason for the decision, not one per role
+            return
+        by_group: dict[str, Slots] = {}
+        for pod, node in slots:
+            by_group.setdefault(pod.pod_group, []).append((pod, node))
+        step_start = len(step.reasons)
+        for group in role_groups:
+            mine = by_group.get(group.spec.name, [])
+            if group.spec.admitted:
+                step.bind(group.spec.cluster, mine)
+                view.assume(mine)
+            else:
+                self._admit(step, view, group.spec, mine, group.members.bound)
+        del step.reasons[step_start:]
+        step.reason(f"Admitted: {units} unit(s) of {text}, each within one {unit_level}")
+
+    def _outer_level(
+        self, role_groups: Sequence[_Group], levels: tuple[str, ...]
+    ) -> tuple[str | None, str | None]:
+        """The widest level a role group requires of all its pods (one domain for all units)."""
+        keys = {g.spec.topology_key for g in role_groups if g.spec.topology_key is not None}
+        unknown = sorted(k for k in keys if k not in levels)
+        if unknown:
+            return None, f"role group topology {unknown[0]!r} is not a topology level"
+        if not keys:
+            return None, None
+        return min(keys, key=levels.index), None

@@ -1,0 +1,1 @@
+"""The Job controller: upstream Job semantics (pods, back-off, suspension, policies)."""

@@ -1,0 +1,1 @@
+"""The JobSet controller: child Jobs, dependsOn, policies, volume claims, in-place restart."""

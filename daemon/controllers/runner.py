@@ -1,0 +1,127 @@
+"""Running reconcilers over dirty keys: which keys may be decided now, and the decision
+events that result. Pure, so that `kbatchd replay --verify` reruns exactly this."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import msgspec
+
+from daemon.controllers.base import Decision, Queueing, Reconciler
+from events.schema import Decided
+from events.state import State
+
+
+def may_decide(state: State, key: str) -> bool:
+    """A key waiting to observe its own writes would decide from stale state."""
+    return key not in state.awaiting
+
+
+# The head of the reason of a decision whose reconciler raised (`attempt`).
+RECONCILER_ERROR: Final = "ReconcilerError"
+
+
+def attempt(state: State, reconciler: Reconciler, key: str) -> tuple[Decision | None, str | None]:
+    """One reconciler's decision on one key, and the traceback when it raised.
+
+    A reconciler that raises (a bug, or an object shaped as it did not foresee) costs that
+    key's decision, not the daemon, which would otherwise meet the same object again after
+    every restart. Its decision says so, without intents, as ``ReconcilerError: TYPE:
+    MESSAGE``: logged like any other reason, reproduced by `kbatchd replay --verify` (the code
+    is pure, so it raises again), shown by `--explain`. The key is decided again when
+    something it reads changes."""
+    try:
+        return reconciler.decide(state, key, state.now), None
+    except Exception as exc:
+        return Decision(_error_reason(exc)), traceback.format_exc()
+
+
+def _error_reason(exc: Exception) -> str:
+    return " ".join(f"{RECONCILER_ERROR}: {type(exc).__name__}: {exc}".split())
+
+
+def decide(
+    state: State, reconciler: Reconciler, key: str
+) -> tuple[Decided | None, Decision | None]:
+    """Run one reconciler on one key (`attempt`). The decision event is None when there is
+    nothing worth logging: no intents and the same reason as last time."""
+    decision, _ = attempt(state, reconciler, key)
+    return _event(state, reconciler, key, decision), decision
+
+
+def _event(
+    state: State, reconciler: Reconciler, key: str, decision: Decision | None
+) -> Decided | None:
+    if decision is None:
+        return None
+    previous = state.reasons.get(f"{reconciler.name} {key}")
+    if not decision.intents and decision.reason == previous:
+        return None
+    return Decided(
+        at=state.now,
+        reconciler=reconciler.name,
+        key=key,
+        reason=decision.reason,
+        intents=decision.intents,
+    )
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    key: str
+    decision: Decision
+    # The event to log, None when the decision has nothing new to say.
+    event: Decided | None
+    # The traceback when the reconciler raised (`attempt`), for the daemon's own log.
+    error: str | None = None
+    # The key is a queue whose reconciler raised releasing from it (`released`).
+    queue: bool = False
+
+
+class Released(msgspec.Struct, frozen=True):
+    keys: set[str]
+    # A queue whose reconciler raised releasing from it: the queue key, its error reason (as
+    # `attempt` words it) and the traceback. Its waiting keys are not decided in this pass.
+    failed: list[Verdict]
+
+
+def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> Released:
+    """`keys` with every queue key replaced by the keys its reconciler releases from it."""
+    found = set(keys)
+    failed: list[Verdict] = []
+    for reconciler in reconcilers:
+        if not isinstance(reconciler, Queueing):
+            continue
+        queues = reconciler.queues
+        for queue in [k for k in found if k.split("/", 1)[0] in queues]:
+            found.discard(queue)
+            try:
+                found.update(reconciler.release(state, queue))
+            except Exception as exc:
+                # As in `attempt`: a bug here costs the queue this pass, not the daemon. Not
+                # a decision (a queue is no object), so not logged as one; the daemon logs it.
+                reason, trace = _error_reason(exc), traceback.format_exc()
+                failed.append(Verdict(queue, Decision(reason), None, trace, queue=True))
+    return Released(found, failed)
+
+
+def decide_all(
+    state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]
+) -> list[Verdict]:
+    """Every reconciler that handles a key's kind, over every key that may be decided, in a
+    stable order (sorted keys, reconcilers in the order given)."""
+    release = released(state, reconcilers, keys)
+    results: list[Verdict] = list(release.failed)
+    for key in sorted(release.keys):
+        if not may_decide(state, key):
+            continue
+        kind = key.split("/", 1)[0]
+        for reconciler in reconcilers:
+            if kind not in reconciler.kinds:
+                continue
+            decision, error = attempt(state, reconciler, key)
+            if decision is not None:
+                event = _event(state, reconciler, key, decision)
+                results.append(Verdict(key, decision, event, error))
+    return results

@@ -1,0 +1,1 @@
+"""kbatchd as a service: settings, systemd notification, health, metrics, traces, logs."""

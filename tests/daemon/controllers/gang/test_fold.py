@@ -1,0 +1,145 @@
+"""What the fold keeps for gangs (`events.gangs`): members per PodGroup, the waiting set, and
+which keys a change makes dirty."""
+
+from __future__ import annotations
+
+import msgspec
+
+from events.state import decode_state, encode_state
+from tests.daemon.controllers.gangs import (
+    CLUSTER,
+    NS,
+    T0,
+    World,
+    blocker,
+    key,
+    member,
+    members,
+    nodes,
+    podgroup,
+    workload,
+)
+
+UNSCHEDULABLE = [
+    {
+        "type": "PodGroupScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "TopologyPlacementFailed: ...",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+]
+
+
+def test_members_are_indexed_by_group_until_deleted() -> None:
+    world = World()
+    world.add(*members("g", 2), member("other", "h"), member("alone", ""))
+    assert world.state.group_members == {
+        f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-00", f"{CLUSTER}/{NS}/g-01"},
+        f"{CLUSTER}/{NS}/h": {f"{CLUSTER}/{NS}/other"},
+    }
+    world.set_pod("g-00", phase="Failed")  # finished pods stay members until deleted
+    assert len(world.state.group_members[f"{CLUSTER}/{NS}/g"]) == 2
+    world.remove(world.pod("g-00"))
+    world.remove(world.pod("other"))
+    assert world.state.group_members == {f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-01"}}
+
+
+def test_groups_are_indexed_by_the_workload_they_were_made_from_until_deleted() -> None:
+    world = World()
+    world.add(
+        podgroup("w-a", 1, workload="w", template="a"),
+        podgroup("w-b", 1, workload="w", template="b"),
+        podgroup("v-a", 1, workload="v", template="a"),
+        podgroup("alone", 1),
+    )
+    assert world.state.workload_groups == {
+        f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/w-a", f"{CLUSTER}/{NS}/w-b"},
+        f"{CLUSTER}/{NS}/v": {f"{CLUSTER}/{NS}/v-a"},
+    }
+    world.remove(world.group("w-a"))
+    world.remove(world.group("v-a"))
+    assert world.state.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/w-b"}}
+
+
+def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
+    world = World()
+    world.add(workload("w", ["main"]), podgroup("w-main", 1, workload="w", template="main"))
+    dirty = world.observe(member("p", "w-main"), "ADDED")
+    assert {key("w-main"), key("w", "Workload")} <= dirty
+    dirty = world.observe(podgroup("w-main", 2, workload="w", template="main"))
+    assert key("w", "Workload") in dirty
+
+
+def test_only_groups_marked_unschedulable_wait() -> None:
+    world = World(nodes())
+    world.add(podgroup("waiting", 4, conditions=UNSCHEDULABLE), podgroup("fine", 4))
+    assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/{NS}/waiting")]}
+    world.observe(podgroup("waiting", 4))  # condition gone
+    assert world.state.gang_queue == {}
+
+
+def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does() -> None:
+    world = World(nodes())
+    world.add(
+        workload("w", ["main"]),
+        podgroup("w-main", 4, workload="w", template="main", conditions=UNSCHEDULABLE),
+        *members("w-main", 4),
+        blocker("b", "b0-r0-h0", 4),
+    )
+    woken = {key("w-main"), key("w", "Workload")}
+    assert not woken & world.observe(blocker("b2", "b0-r0-h1", 1), "ADDED")
+    pod = world.pod("b")
+    assert woken <= world.observe(msgspec.structs.replace(pod, phase="Succeeded", rv="2"))
+    assert woken <= world.observe(nodes("blocks=1,racks=3,hosts=1,gpus=8")[2], "ADDED")
+    node = world.state.nodes[f"{CLUSTER}//b0-r0-h0"]
+    assert not woken & world.observe(msgspec.structs.replace(node, ready=False, rv="2"))
+
+
+def test_the_indexes_survive_a_snapshot() -> None:
+    world = World(nodes())
+    world.add(
+        podgroup("g", 4, conditions=UNSCHEDULABLE, workload="w"), *members("g", 3), podgroup("h")
+    )
+    restored = decode_state(encode_state(world.state))
+    assert restored.group_members == world.state.group_members
+    assert restored.gang_queue == world.state.gang_queue
+    assert (
+        restored.workload_groups
+        == world.state.workload_groups
+        == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
+    )
+
+
+def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
+    world = World(nodes())
+    world.add(podgroup("g", 4, workload="w"), podgroup("h"))
+    raw = msgspec.msgpack.decode(encode_state(world.state))
+    del raw["workload_groups"]
+    restored = decode_state(msgspec.msgpack.encode(raw))
+    assert restored.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
+
+
+def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
+    world = World(nodes())
+    young = msgspec.structs.replace(podgroup("a", 2, conditions=UNSCHEDULABLE), created=T0 + 5)
+    old = msgspec.structs.replace(podgroup("b", 2, conditions=UNSCHEDULABLE), created=T0 + 1)
+    world.add(young, old)
+    world.observe(msgspec.structs.replace(old, rv="2"))  # still waiting: listed once
+    assert world.state.gang_queue == {
+        CLUSTER: [(T0 + 1, f"{CLUSTER}/{NS}/b"), (T0 + 5, f"{CLUSTER}/{NS}/a")]
+    }
+    world.remove(old)
+    assert world.state.gang_queue == {CLUSTER: [(T0 + 5, f"{CLUSTER}/{NS}/a")]}
+
+
+def test_a_snapshot_from_before_the_queue_still_loads() -> None:
+    """Older snapshots kept a ``gang_waiting`` set; the field is ignored, not an error."""
+    world = World(nodes())
+    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE))
+    raw = msgspec.msgpack.decode(encode_state(world.state))
+    del raw["gang_queue"]
+    raw["gang_waiting"] = {CLUSTER: [f"{CLUSTER}/{NS}/g"]}
+    restored = decode_state(msgspec.msgpack.encode(raw))
+    assert restored.gang_queue == {}
+    assert restored.podgroups == world.state.podgroups
