@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,39 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_the_shipped_example_is_the_defaults() -> None:
     assert config.load(REPO / "config" / "kbatchd.toml") == config.Settings()
+
+
+def _fields(struct: type[msgspec.Struct], prefix: str = "") -> set[str]:
+    """Every setting of a settings struct as a dotted key (a list of tables by its element)."""
+    keys: set[str] = set()
+    for field in msgspec.structs.fields(struct):
+        kind = field.type
+        if getattr(kind, "__origin__", None) is list and isinstance(kind.__args__[0], type):
+            kind = kind.__args__[0]
+        if isinstance(kind, type) and issubclass(kind, msgspec.Struct):
+            keys |= _fields(kind, f"{prefix}{field.name}.")
+        else:
+            keys.add(f"{prefix}{field.name}")
+    return keys
+
+
+def test_the_shipped_example_spells_out_every_setting() -> None:
+    """config/kbatchd.toml is where every default is written (docs/configuration.md is checked
+    against it): no setting may be left to the built-in default unseen."""
+    raw = tomllib.loads((REPO / "config" / "kbatchd.toml").read_text(encoding="utf-8"))
+
+    def flat(table: dict[str, Any], prefix: str = "") -> set[str]:
+        keys: set[str] = set()
+        for key, value in table.items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                value = value[0]
+            if isinstance(value, dict):
+                keys |= flat(value, f"{prefix}{key}.")
+            else:
+                keys.add(f"{prefix}{key}")
+        return keys
+
+    assert flat(raw) == _fields(config.Settings)
 
 
 def test_no_file_gives_defaults_and_the_environment_names_one(
