@@ -39,15 +39,14 @@ pod's controller is a Job, and for a new pod unless it already finished or termi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, Protocol
+from typing import Final
 
 from events.objects import (
     JOB_TRACKING_FINALIZER,
     POD_ORDINAL_ANNOTATION,
     TERMINAL_PHASES,
     Job,
-    OwnerRef,
+    Pod,
 )
 from events.state import BackoffRecord, State
 
@@ -58,37 +57,7 @@ _SUCCEEDED: Final = 2
 _MAX_ORDINAL_DIGITS: Final = 18
 
 
-class Finishing(Protocol):
-    """What the back-off record reads of a pod's previous version: a `Pod`, or the few
-    fields of it a bulk fold keeps (`events.fold.BulkFold`)."""
-
-    @property
-    def phase(self) -> str: ...
-    @property
-    def deletion_ts(self) -> int | None: ...
-    @property
-    def finalizers(self) -> tuple[str, ...]: ...
-
-
-class Changed(Finishing, Protocol):
-    """What the Job's records read of a pod's new version: a `Pod`, or what a bulk fold
-    decodes of one (`events.schema.PodChange`)."""
-
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def annotations(self) -> Mapping[str, str]: ...
-    @property
-    def controller(self) -> OwnerRef | None: ...
-    @property
-    def created(self) -> int: ...
-    @property
-    def grace_seconds(self) -> int: ...
-    @property
-    def finished(self) -> int | None: ...
-
-
-def finish_time(pod: Changed) -> int:
+def finish_time(pod: Pod) -> int:
     """When the pod finished, in ms: the newest container `finishedAt` when every container
     terminated (or the Ready=False transition), else its deletion time less the grace period,
     else its creation time — upstream `getFinishedTime`'s order."""
@@ -105,7 +74,7 @@ def only_replace_failed(job: Job) -> bool:
     return spec.get("podReplacementPolicy") == "Failed" or spec.get("podFailurePolicy") is not None
 
 
-def pod_changed(state: State, cluster: str, old: Finishing | None, new: Changed) -> None:
+def pod_changed(state: State, cluster: str, old: Pod | None, new: Pod) -> None:
     """Fold one observed change of a pod that still exists into its Job's records."""
     owner = new.controller
     if owner is None or owner.kind != "Job":
@@ -184,7 +153,7 @@ def job_changed(state: State, key: str, old: Job | None, new: Job | None) -> Non
         state.job_backoff[ref] = BackoffRecord(len(failures), max(failures))
 
 
-def may_count(pod: Finishing) -> bool:
+def may_count(pod: Pod) -> bool:
     """Whether the back-off may count the pod as finished, under either replacement policy:
     it carries the tracking finalizer and has finished or is terminating."""
     return JOB_TRACKING_FINALIZER in pod.finalizers and (
@@ -192,7 +161,7 @@ def may_count(pod: Finishing) -> bool:
     )
 
 
-def _outcome(pod: Finishing, only_failed: bool) -> int:
+def _outcome(pod: Pod, only_failed: bool) -> int:
     """How a pod that still carries the tracking finalizer has finished, as the back-off sees
     it; `_NONE` for a pod without it."""
     if not may_count(pod):

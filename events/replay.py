@@ -17,24 +17,13 @@ from typing import Any
 import anyio
 import msgspec
 
-from events import migrate, readahead
-from events.fold import BulkFold
+from events import migrate
+from events.fold import fold
 from events.migrate import Migration
 from events.quantity import format_units
-from events.readahead import READ_AHEAD_FROM
-from events.schema import (
-    DECODE_ERRORS,
-    Decided,
-    Event,
-    Observed,
-    Outcome,
-    Resynced,
-    Started,
-    Tick,
-    UndecodableEvent,
-)
+from events.schema import DECODE_ERRORS, Decided, Event, Observed, Outcome, Resynced, Started, Tick
 from events.state import State, decode_state, empty_state
-from events.store import CorruptEvent, EventLog, LogError, SchemaTooOld
+from events.store import EventLog, LogError, SchemaTooOld
 from events.topology import DEFAULT_LEVELS, Topology
 
 Progress = Callable[[int, int], None]
@@ -92,7 +81,7 @@ def _copy_log(source: str, target: str) -> int:
 
 @contextmanager
 def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector off for a bulk fold, then back as it was.
+    """The cyclic garbage collector off for a long fold, then back as it was.
 
     Folding makes no reference cycles (state is dicts, sets and frozen structs; events are
     structs), so every object it frees goes by reference counting; the collector's passes over
@@ -153,12 +142,10 @@ async def rebuild(
     until: int | None = None,
     levels: tuple[str, ...] = DEFAULT_LEVELS,
     progress: Progress | None = None,
-    read_ahead: bool | None = None,
 ) -> Replayed:
     """State as of `until` (the whole log when None), from the newest usable snapshot, once
     the digest chain from it to `until` is whole (`EventLog.check_chain`: `BrokenChain`
-    names where it breaks). `read_ahead`: whether a second process reads and decodes the
-    events to fold (`events.readahead`); None: when there are `READ_AHEAD_FROM` or more."""
+    names where it breaks)."""
     last = log.last_seq if until is None else min(until, log.last_seq)
     found, skipped = await snapshot_state(log, last)
     await log.check_chain(after=found[0] if found is not None else 0, until=last)
@@ -168,33 +155,15 @@ async def rebuild(
         snapshot, state = found
         if state.topology.levels != levels:
             state.topology = rebuilt_topology(state, levels)
-    folded = 0
-    reported = 0
-
-    def advanced(count: int) -> None:
-        nonlocal folded, reported
-        folded += count
-        if progress is not None and folded - reported >= PROGRESS_EVERY:
-            reported = folded
-            progress(state.seq, last)
-
-    bulk = BulkFold(state)
-    if read_ahead is None:
-        read_ahead = last - state.seq >= READ_AHEAD_FROM
+    folded = reported = 0
     with paused_gc():
-        try:
-            if read_ahead:
-                async with readahead.read_ahead(log.path, state.seq + 1, last) as batches:
-                    async for first, changes in batches:
-                        bulk.fold_changes(first, changes)
-                        advanced(len(changes))
-            else:
-                async for first, rows in log.read_raw_batches(from_seq=state.seq + 1, until=last):
-                    bulk.fold_rows(first, rows)
-                    advanced(len(rows))
-            bulk.settle()
-        except UndecodableEvent as exc:
-            raise CorruptEvent(log.path, exc.seq, exc.reason) from exc
+        async for batch in log.read_batches(from_seq=state.seq + 1, until=last):
+            for seq, event in batch:
+                fold(state, seq, event)
+            folded += len(batch)
+            if progress is not None and folded - reported >= PROGRESS_EVERY:
+                reported = folded
+                progress(state.seq, last)
     if progress is not None:
         progress(last, last)
     return Replayed(state=state, snapshot=snapshot, folded=folded, last_seq=last, skipped=skipped)

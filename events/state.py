@@ -156,9 +156,7 @@ def empty_state(levels: tuple[str, ...] = DEFAULT_LEVELS) -> State:
 # A snapshot encodes every object of the state (a pod in about 2.7 µs, its memory cold), so a
 # large state waits for more events between snapshots: at least this many for each object it
 # holds. Snapshots then take a bounded share of the daemon's work whatever the size of the
-# cluster, and a restart's tail (folded in bulk, `events.fold.BulkFold`, at about twice what
-# decoding it costs) stays within a few times the time it takes to decode the snapshot itself
-# (about 5.7 µs a pod).
+# cluster; the price is a restart's tail of up to that many events, folded one by one.
 SNAPSHOT_EVENTS_PER_OBJECT: Final = 2
 
 

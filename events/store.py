@@ -936,22 +936,6 @@ def _unreadable(name: str, seq: int, exc: sqlite3.DatabaseError) -> LogError:
     return LogError(f"{name}: {exc} while reading events from seq {seq}")
 
 
-def read_raw_range(
-    name: str, from_seq: int, until: int, batch: int = READ_BATCH
-) -> Iterator[tuple[int, list[tuple[bytes]]]]:
-    """`EventLog.read_raw_batches` of the log at `name` without an event loop, on a
-    read-only connection of its own, for a process that reads ahead of a replay
-    (`events.readahead`): stored events `from_seq..until`, which must be in the log."""
-    with _translate(name, "opening"):
-        conn = _sqlite_connect(name, readonly=True)
-    with closing(conn):
-        for low, high in _spans(from_seq, until, batch):
-            with _translate(name, f"reading events seq {low}..{high}"):
-                rows = conn.execute(_RANGE, (low, high)).fetchall()
-            _check_dense(name, low, high, rows)
-            yield low, rows
-
-
 def _spans(from_seq: int, until: int, batch: int) -> Iterator[tuple[int, int]]:
     """The seq ranges (inclusive) of the batches a range read asks for."""
     low = max(from_seq, 1)

@@ -10,7 +10,7 @@ import sqlite3
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from itertools import chain, islice
 from pathlib import Path
@@ -20,12 +20,12 @@ from msgspec.structs import replace
 
 from daemon.tools.synthetic import make_nodes, make_pod, stream
 from events import store
-from events.fold import BulkFold, fold
+from events.fold import fold
 from events.migrate import MIGRATIONS, apply_migrations
 from events.replay import paused_gc, rebuild
-from events.schema import HEAD_DECODER, Event, Observed, decode_event, encode_event, event_ref
+from events.schema import Event, Observed, decode_event, encode_event, event_ref
 from events.state import empty_state
-from events.store import PAGE_SIZE, READ_BATCH, EventLog, check_whole
+from events.store import PAGE_SIZE, EventLog, check_whole
 from tests.bench.table import Table
 
 EVENTS = 1_000_000
@@ -158,13 +158,11 @@ async def _starts(table: Table, path: Path) -> None:
 # slower (6.8 s against 1.4 s for the 1M events) and the ratio to it look met when it is not.
 
 
-def _decode_alone(bodies: list[bytes], decode: Callable[[bytes], object] = decode_event) -> float:
-    """Decoding alone, whole (`decode_event`) or as a replay decodes each event before it
-    folds it (`HEAD_DECODER`: a pod change to its head, anything else whole)."""
+def _decode_alone(bodies: list[bytes]) -> float:
     with paused_gc():
         start = time.perf_counter()
         for body in bodies:
-            decode(body)
+            decode_event(body)
         return time.perf_counter() - start
 
 
@@ -189,7 +187,7 @@ def _decode_keep_latest(bodies: list[bytes]) -> float:
 
 
 def _decode_fold(bodies: list[bytes]) -> float:
-    """Event by event, as the daemon folds what its watches bring."""
+    """Event by event, as the daemon folds what its watches bring and a replay folds the log."""
     state = empty_state()
     with paused_gc():
         start = time.perf_counter()
@@ -197,22 +195,6 @@ def _decode_fold(bodies: list[bytes]) -> float:
             fold(state, seq, decode_event(body))
         elapsed = time.perf_counter() - start
     del state
-    return elapsed
-
-
-def _decode_bulk_fold(bodies: list[bytes]) -> float:
-    """As a replay in one process folds (`events.replay.rebuild`): `BulkFold`, which decodes
-    each event as far as it reads it, in the store's batches, settled (the pods still there
-    decoded whole) at the end."""
-    bulk = BulkFold(empty_state())
-    rows = [(body,) for body in bodies]
-    with paused_gc():
-        start = time.perf_counter()
-        for low in range(0, len(rows), READ_BATCH):
-            bulk.fold_rows(low + 1, rows[low : low + READ_BATCH])
-        bulk.settle()
-        elapsed = time.perf_counter() - start
-    del bulk
     return elapsed
 
 
@@ -268,39 +250,27 @@ async def run(table: Table) -> None:
         del rows, events
         gc.collect()
         decode = _decode_alone(bodies)
-        heads = _decode_alone(bodies, HEAD_DECODER.decode)
         latest = _decode_keep_latest(bodies)
         decode_fold = _decode_fold(bodies)
-        decode_bulk = _decode_bulk_fold(bodies)
         del bodies
         gc.collect()
         table.add("replay: decode alone", f"{EVENTS / decode:,.0f} events/s")
-        table.add("replay: decode to pod heads alone", f"{EVENTS / heads:,.0f} events/s")
         table.add(
             "replay: decode + keep each object's latest version", f"{EVENTS / latest:,.0f} events/s"
         )
         table.add(
             "replay: decode + fold event by event (live)", f"{EVENTS / decode_fold:,.0f} events/s"
         )
-        table.add(
-            "replay: decode + fold as a replay folds", f"{EVENTS / decode_bulk:,.0f} events/s"
-        )
         table.add("replay: (decode + keep latest) / decode", f"{decode / latest:.2f}")
         table.add("replay: (decode + fold event by event) / decode", f"{decode / decode_fold:.2f}")
-        ratio = decode / decode_bulk
-        table.add("replay: (decode+fold) / decode", f"{ratio:.2f}", "≥ 0.30", ratio >= 0.3)
 
         async with EventLog.open(Path(tmp) / "log.db", readonly=True) as log:
-            start = time.perf_counter()
-            await rebuild(log, read_ahead=False)
-            alone = time.perf_counter() - start
             start = time.perf_counter()
             await rebuild(log)
             whole = time.perf_counter() - start
             start = time.perf_counter()
             await log.check_chain()
             checked = time.perf_counter() - start
-        table.add("replay: 1M events from the log, in one process", f"{alone:.1f} s")
         table.add("replay: 1M events from the log", f"{whole:.1f} s", "< 10 s", whole < 10)
         table.add("replay: of which the chain check (count + chain of 1M)", f"{checked:.1f} s")
         await _starts(table, Path(tmp) / "log.db")

@@ -12,11 +12,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from events.chain import GENESIS, link
 from events.objects import Job, Node, OwnerRef, Pod, PodGroup
-from events.schema import Change, Observed, encode_event
+from events.schema import Change, Observed
 from events.topology import DEFAULT_LEVELS
 
 BLOCK, RACK, HOST = DEFAULT_LEVELS
@@ -112,21 +110,6 @@ def job_owner(name: str, *, controller: bool = True) -> OwnerRef:
 
 def observed(obj: Any, *, cluster: str = "c1", change: Change = "ADDED", at: int = 0) -> Observed:
     return Observed(at=at, cluster=cluster, change=change, obj=obj)
-
-
-# Where a stored pod change keeps the pod's labels: the event's fields are [tag, at, cluster,
-# change, pod], the pod's [tag, name, namespace, uid, rv, generation, created, deletion_ts,
-# labels, ...].
-POD_LABELS_AT = (4, 8)
-
-
-def labels_not_a_map(event: Observed) -> bytes:
-    """`event`, a pod change, encoded with labels that are not a map: MessagePack whose pod
-    head decodes (`events.schema.PodHead`), but not a `Pod`."""
-    fields = msgspec.msgpack.decode(encode_event(event))
-    event_at, pod_at = POD_LABELS_AT
-    fields[event_at][pod_at] = 42
-    return msgspec.msgpack.encode(fields)
 
 
 def vandalize(path: Path, sql: str, *params: object, rechain: bool = False) -> None:

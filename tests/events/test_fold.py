@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from msgspec.structs import replace
 
-from events.fold import BulkFold, fold, fold_all
+from events.fold import fold, fold_all
 from events.intents import Bind, Create, Delete, Patch
 from events.objects import (
-    JOB_TRACKING_FINALIZER,
     Job,
     JobSet,
     KObject,
@@ -19,8 +16,8 @@ from events.objects import (
     Service,
     Workload,
 )
-from events.schema import Decided, Event, Outcome, Resynced, Tick, encode_event
-from events.state import TABLES, BackoffRecord, InFlight, State, empty_state, encode_state
+from events.schema import Decided, Event, Outcome, Resynced, Tick
+from events.state import TABLES, InFlight, State, empty_state, encode_state
 from tests.events.builders import (
     job_owner,
     make_job,
@@ -421,115 +418,3 @@ def test_empty_state_levels() -> None:
     levels = ("rack", "kubernetes.io/hostname")
     assert empty_state(levels).topology.levels == levels
     assert empty_state() == State()
-
-
-# ---------------------------------------------------------------------------------------------
-# BulkFold: what replays fold with. The property test (test_fold_properties.py) compares it
-# with `fold` over random streams; these are the cases it could miss, each with what would go
-# wrong without the rule it shows.
-
-_P0_TRACKED = replace(make_pod("p0", owner=job_owner("j0")), finalizers=(JOB_TRACKING_FINALIZER,))
-
-BULK_CASES: list[tuple[str, list[Event], list[Event], Callable[[State], object], object]] = [
-    (
-        # p0 was in the table before the run, changed early in it, then deleted and created
-        # again after p2 was created: a dict puts it after p2.
-        "a pod created again goes after those created before it",
-        [observed(make_pod("p0")), observed(make_pod("p1"))],
-        [
-            observed(make_pod("p0", rv="2"), change="MODIFIED"),
-            observed(make_pod("p2")),
-            observed(make_pod("p0", rv="3"), change="DELETED"),
-            observed(make_pod("p0", rv="4")),
-        ],
-        lambda state: list(state.pods),
-        ["c1/ns/p1", "c1/ns/p2", "c1/ns/p0"],
-    ),
-    (
-        # A bind decided in the run charges the pod's newest requests to its node.
-        "a decision reads the pods folded before it",
-        [observed(make_pod("p0", requests={"cpu": 500}))],
-        [
-            observed(make_pod("p0", requests={"cpu": 2000}, rv="2"), change="MODIFIED"),
-            Decided(0, "gang", "PodGroup/c1/ns/g", "fits", (Bind("c1", "Pod", "ns", "p0", "n1"),)),
-        ],
-        lambda state: state.assumed,
-        {"c1//n1": {"cpu": 2000, "pods": 1}},
-    ),
-    (
-        # An outcome clears an expectation the newest pod already shows.
-        "an outcome reads the pods folded before it",
-        [
-            observed(make_pod("p0", rv="5")),
-            Decided(0, "job", "Job/c1/ns/j0", "patch", (Patch("c1", "Pod", "ns", "p0", {}),)),
-        ],
-        [
-            observed(make_pod("p0", rv="9"), change="MODIFIED"),
-            Outcome(0, 2, 0, True, resource_version="9"),
-        ],
-        lambda state: state.expected,
-        {},
-    ),
-    (
-        # A pod that fails under a Job already there counts at once, in order of events.
-        "a pod's failure counts for its Job as it is folded",
-        [observed(make_job("j0"))],
-        [
-            observed(_P0_TRACKED),
-            observed(replace(_P0_TRACKED, rv="2", phase="Failed", finished=7), change="MODIFIED"),
-            observed(replace(_P0_TRACKED, rv="3", phase="Failed", finished=7), change="DELETED"),
-        ],
-        lambda state: state.job_backoff,
-        {"Job/c1/ns/j0": BackoffRecord(1, 7)},
-    ),
-    (
-        # A Job that appears reads the pods it controls as they are now: one failed since it
-        # was last settled, one deleted since.
-        "a Job reads its pods as folded, not as last settled",
-        [
-            observed(_P0_TRACKED),
-            observed(replace(_P0_TRACKED, name="p1", uid="uid-p1")),
-            observed(make_job("j0")),
-            observed(make_job("j0", rv="2"), change="DELETED"),
-        ],
-        [
-            observed(replace(_P0_TRACKED, rv="2", phase="Failed", finished=7), change="MODIFIED"),
-            observed(replace(_P0_TRACKED, name="p1", uid="uid-p1", rv="3"), change="DELETED"),
-            observed(make_job("j0", rv="4")),
-        ],
-        lambda state: state.job_backoff,
-        {"Job/c1/ns/j0": BackoffRecord(1, 7)},
-    ),
-    (
-        # A Job that appears counts the failures of its pods that are already there.
-        "a Job reads the pods folded before it",
-        [],
-        [
-            observed(_P0_TRACKED),
-            observed(replace(_P0_TRACKED, rv="2", phase="Failed", finished=7), change="MODIFIED"),
-            observed(make_job("j0")),
-        ],
-        lambda state: state.job_backoff,
-        {"Job/c1/ns/j0": BackoffRecord(1, 7)},
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("before", "run", "read", "expected"),
-    [case[1:] for case in BULK_CASES],
-    ids=[case[0] for case in BULK_CASES],
-)
-def test_bulk_fold_equals_fold(
-    before: list[Event], run: list[Event], read: Callable[[State], object], expected: object
-) -> None:
-    eager = fold_all(empty_state(), list(enumerate([*before, *run], start=1)))
-    bulk = BulkFold(fold_all(empty_state(), list(enumerate(before, start=1))))
-    for seq, event in enumerate(run, start=len(before) + 1):
-        body = encode_event(event)
-        bulk.fold(seq, body)
-    state = bulk.settle()
-    assert read(eager) == expected
-    assert read(state) == expected
-    assert state == eager
-    assert list(state.pods) == list(eager.pods)

@@ -13,14 +13,12 @@ interleaved, with producer clocks that may run slightly behind.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
 
-import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from events.fold import BulkFold, fold, fold_all
+from events.fold import fold, fold_all
 from events.intents import Bind, Create, Delete, Intent, Patch
 from events.objects import (
     JOB_TRACKING_FINALIZER,
@@ -41,15 +39,13 @@ from events.schema import (
     Event,
     Observed,
     Outcome,
-    PodChange,
     Resynced,
     Started,
     Tick,
     decode_event,
     encode_event,
-    pod_changes,
 )
-from events.state import TABLES, State, decode_state, empty_state, encode_state
+from events.state import State, decode_state, empty_state, encode_state
 from events.topology import DEFAULT_LEVELS
 from tests.events.builders import BLOCK, GPU, HOST, RACK
 
@@ -513,59 +509,3 @@ def test_topology_equals_recomputation(stream: Stream) -> None:
     assert (topology.paths, topology.node_capacity, topology.node_used) == ({}, {}, {})
     assert (topology.capacity, topology.used, topology.members) == ({}, {}, {})
     assert (topology.node_pods, topology.leaf_nodes) == ({}, {})
-
-
-# ---------------------------------------------------------------------------------------------
-# 4. A bulk fold settles to the state the fold makes, wherever it settles
-
-
-@PROPERTY
-@given(streams(), st.data())
-def test_bulk_fold_settles_to_the_fold(stream: Stream, data: st.DataObject) -> None:
-    """`BulkFold` (what replays use) against `fold` event by event: equal state at every
-    point it settles, each table's objects in the same order, and an eager fold that
-    carries on from a settled state ends where it would have anyway."""
-    levels, events = stream
-    bodies = [encode_event(event) for event in events]
-    settle_at = data.draw(st.sets(st.integers(1, max(len(events), 1))), label="settle after")
-    eager = empty_state(levels)
-    bulk = BulkFold(empty_state(levels))
-    for seq, (event, body) in enumerate(zip(events, bodies, strict=True), start=1):
-        fold(eager, seq, event)
-        bulk.fold(seq, body)
-        if seq in settle_at:
-            _assert_same(bulk.settle(), eager, f"settled after {seq} of {len(events)} events")
-    settled = bulk.settle()
-    _assert_same(settled, eager, "at the end")
-    assert_matches_reference(settled)
-
-
-_SENT: Final = msgspec.msgpack.Decoder(list[PodChange | bytes])
-
-
-@PROPERTY
-@given(streams(), st.data())
-def test_bulk_fold_of_batches_sent_by_a_reading_process_settles_to_the_fold(
-    stream: Stream, data: st.DataObject
-) -> None:
-    """As a long replay folds (`events.readahead`): the stored events in batches, each made
-    `PodChange`s (`pod_changes`) and sent as MessagePack, folded by `fold_changes`."""
-    levels, events = stream
-    bodies = [(encode_event(event),) for event in events]
-    size = data.draw(st.integers(1, 40), label="batch size")
-    eager = empty_state(levels)
-    bulk = BulkFold(empty_state(levels))
-    for low in range(0, len(events), size):
-        sent = msgspec.msgpack.encode(pod_changes(low + 1, bodies[low : low + size]))
-        bulk.fold_changes(low + 1, _SENT.decode(sent))
-        for seq, event in enumerate(events[low : low + size], start=low + 1):
-            fold(eager, seq, event)
-        if data.draw(st.booleans(), label=f"settle after {low + size}"):
-            _assert_same(bulk.settle(), eager, f"settled after {low + size} events")
-    _assert_same(bulk.settle(), eager, "at the end")
-
-
-def _assert_same(state: State, expected: State, where: str) -> None:
-    assert state == expected, where
-    for kind in TABLES:
-        assert list(state.table(kind)) == list(expected.table(kind)), f"{kind} order, {where}"

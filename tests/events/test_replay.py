@@ -1,10 +1,10 @@
-"""`events.replay`: the collector pause around bulk folds; corrupt events and snapshots."""
+"""`events.replay`: the collector pause around long folds; corrupt events and snapshots."""
 
 from __future__ import annotations
 
 import gc
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import closing, nullcontext
 from pathlib import Path
 
@@ -13,13 +13,12 @@ import pytest
 from daemon.tools import timeline as timeline_module
 from daemon.tools.timeline import timeline
 from events import replay
-from events.fold import BulkFold, fold
-from events.intents import Bind
+from events.fold import fold
 from events.replay import paused_gc, rebuild
-from events.schema import Decided, Event, PodChange
+from events.schema import Event
 from events.state import State, empty_state, encode_state
 from events.store import BrokenChain, CorruptEvent, CorruptLog, EventLog
-from tests.events.builders import labels_not_a_map, make_node, make_pod, observed, vandalize
+from tests.events.builders import make_node, make_pod, observed, vandalize
 
 
 @pytest.fixture
@@ -48,7 +47,7 @@ def test_paused_gc_is_off_inside_and_as_before_after(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("tool", ["rebuild", "timeline"])
-async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
+async def test_long_folds_run_with_the_collector_off_and_turn_it_back_on(
     collector: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
     events: list[Event] = [observed(make_node("n1")), observed(make_pod("p1", node="n1"))]
@@ -60,26 +59,17 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
         seen.append(gc.isenabled())
         return fold(state, seq, event)
 
-    class SpyBulk(BulkFold):
-        def fold_changes(self, first: int, changes: Iterable[PodChange | bytes]) -> None:
-            seen.append(gc.isenabled())
-            super().fold_changes(first, changes)
-
-        def settle(self) -> State:
-            seen.append(gc.isenabled())
-            return super().settle()
-
-    monkeypatch.setattr(replay, "BulkFold", SpyBulk)
+    monkeypatch.setattr(replay, "fold", spy)
     monkeypatch.setattr(timeline_module, "fold", spy)
     gc.enable()
     async with EventLog.open(tmp_path / "log.db", readonly=True) as log:
         if tool == "rebuild":
             replayed = await rebuild(log)
             assert sorted(replayed.state.pods) == ["c1/ns/p1"]
-            assert seen == [False, False]  # one batch of two events, then settling the pod
+            assert seen == [False, False]
         else:
             await timeline(log)
-            assert seen == [False, False, False]  # settling the empty prefix, two events
+            assert seen == [False, False]
     assert gc.isenabled()
 
 
@@ -92,12 +82,9 @@ async def test_bulk_folds_run_with_the_collector_off_and_turn_it_back_on(
     ],
     ids=["malformed-msgpack", "text-not-a-blob"],
 )
-@pytest.mark.parametrize("read_ahead", [False, True], ids=["one-process", "read-ahead"])
 async def test_rebuild_names_the_seq_of_a_corrupt_event(
-    tmp_path: Path, body: bytes | str, prefix: str, detail: str, read_ahead: bool
+    tmp_path: Path, body: bytes | str, prefix: str, detail: str
 ) -> None:
-    """`rebuild` decodes the rows itself (not through `EventBatch`), so it is checked here
-    that a bad body still becomes `CorruptEvent` with the file and its seq."""
     path = tmp_path / "log.db"
     nodes: list[Event] = [observed(make_node(f"n{i}")) for i in range(5)]
     async with EventLog.open(path) as log:
@@ -108,74 +95,11 @@ async def test_rebuild_names_the_seq_of_a_corrupt_event(
     )
     async with EventLog.open(path, readonly=True) as log:
         with pytest.raises(CorruptLog) as info:
-            await rebuild(log, read_ahead=read_ahead)
+            await rebuild(log)
     assert isinstance(info.value, CorruptEvent | BrokenChain)
     assert info.value.seq == 4
     assert str(info.value).startswith(f"{path}: {prefix}")
     assert detail in str(info.value)
-
-
-BIND_P1 = Decided(
-    at=0,
-    reconciler="gang",
-    key="Job/c1/ns/j",
-    reason="bind",
-    intents=(Bind("c1", "Pod", "ns", "p1", node="n0"),),
-)
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("after", "until", "named"),
-    [
-        pytest.param([], None, 2, id="settled-at-the-end"),
-        pytest.param([BIND_P1], None, 2, id="settled-by-a-later-decision"),
-        pytest.param(
-            [observed(make_pod("p1", rv="2"), change="MODIFIED")],
-            None,
-            None,
-            id="replaced-before-it-settles",
-        ),
-        pytest.param(
-            [observed(make_pod("p1", rv="2"), change="MODIFIED")],
-            2,
-            2,
-            id="replaced-after-the-point",
-        ),
-        pytest.param(
-            [observed(make_pod("p1"), change="DELETED")], None, None, id="deleted-before-it-settles"
-        ),
-    ],
-)
-@pytest.mark.parametrize("read_ahead", [False, True], ids=["one-process", "read-ahead"])
-async def test_a_pod_version_that_does_not_decode_is_named_when_it_settles(
-    tmp_path: Path, after: list[Event], until: int | None, named: int | None, read_ahead: bool
-) -> None:
-    """A bulk fold decodes a pod change to its head and the whole pod only when it settles
-    (`events.fold.BulkFold`), so a version that is MessagePack but not a pod is reported
-    with its own seq when it settles, whatever event is being folded then; one replaced
-    before it settles never is, and the whole-event readers (`--verify`, `--timeline`,
-    `--show`) still name it."""
-    path = tmp_path / "log.db"
-    created = observed(make_pod("p1"))
-    events: list[Event] = [observed(make_node("n0")), created, *after]
-    async with EventLog.open(path) as log:
-        await log.append(events)
-    vandalize(
-        path, "UPDATE events SET body = ? WHERE seq = 2", labels_not_a_map(created), rechain=True
-    )
-    async with EventLog.open(path, readonly=True) as log:
-        if named is None:
-            replayed = await rebuild(log, until=until, read_ahead=read_ahead)
-            assert replayed.last_seq == len(events)
-        else:
-            with pytest.raises(CorruptEvent) as info:
-                await rebuild(log, until=until, read_ahead=read_ahead)
-            assert info.value.seq == named
-            assert str(info.value).startswith(f"{path}: event seq 2 is corrupt: Expected ")
-        with pytest.raises(CorruptEvent) as whole:
-            _ = [event async for event in log.read()]
-        assert whole.value.seq == 2
 
 
 @pytest.mark.anyio

@@ -1,46 +1,32 @@
-"""The event schema: every event round-trips through the log encoding; garbage is refused;
-the head decoder a bulk fold uses reads what the full decoder reads."""
+"""The event schema: every event round-trips through the log encoding; garbage is refused."""
 
 from __future__ import annotations
-
-import typing
 
 import msgspec
 import pytest
 
 from events.intents import Bind, Create, Delete, Patch
 from events.objects import (
-    KINDS,
     JobSet,
-    NodeSelectorRequirement,
     OwnerRef,
     PersistentVolumeClaim,
     Pod,
     Taint,
-    Toleration,
     Workload,
 )
 from events.schema import (
-    HEAD_DECODER,
-    Change,
     Decided,
     Event,
     Observed,
     Outcome,
-    PodChange,
-    PodHead,
-    PodObserved,
     Resynced,
     Tick,
-    UndecodableEvent,
     decode_event,
     encode_event,
     event_ref,
-    pod_changes,
 )
 from tests.events.builders import (
     job_owner,
-    labels_not_a_map,
     make_job,
     make_node,
     make_pod,
@@ -172,12 +158,9 @@ def _msgpack(value: object) -> bytes:
         pytest.param(_msgpack(42), id="scalar"),
     ],
 )
-@pytest.mark.parametrize("decode", [decode_event, HEAD_DECODER.decode], ids=["whole", "head"])
-def test_decode_garbage_raises_msgspec_errors(
-    body: bytes, decode: typing.Callable[[bytes], object]
-) -> None:
+def test_decode_garbage_raises_msgspec_errors(body: bytes) -> None:
     with pytest.raises(msgspec.DecodeError):  # ValidationError is a DecodeError
-        decode(body)
+        decode_event(body)
 
 
 def test_old_event_without_appended_defaults_still_decodes() -> None:
@@ -229,120 +212,3 @@ def test_observed_properties(
         event.resource_version,
         event.ref,
     ) == (kind, uid, namespace, name, rv, ref)
-
-
-# ---------------------------------------------------------------------------------------------
-# The head decoder (`HEAD_DECODER`, what `events.fold.BulkFold` decodes stored events with)
-
-# Every field of a pod set, the ones after the head's last one too (they must be skipped).
-EVERY_FIELD_POD = msgspec.structs.replace(
-    FULL_POD,
-    finished=1_700_000_050_000,
-    max_container_restarts=2,
-    ready_changed=1_700_000_040_000,
-    node_selector={"rack": "r1"},
-    tolerations=(Toleration("gpu", "Exists"),),
-    node_affinity=((NodeSelectorRequirement("zone", "In", ("a", "b")),),),
-    annotations={"x": "y", "kbatchd.dev/pod-ordinal": "4"},
-)
-HEAD_PODS = [
-    FULL_POD,
-    EVERY_FIELD_POD,
-    make_pod("plain"),
-    make_pod("owned", owner=job_owner("j"), phase="Running", deletion_ts=5),
-    Pod(name="bare"),
-]
-
-
-def test_a_pod_head_is_the_pods_leading_fields_by_position() -> None:
-    head = PodHead.__struct_fields__
-    assert Pod.__struct_fields__[: len(head)] == tuple(f.removesuffix("_raw") for f in head)
-    assert PodHead.__struct_config__.tag == Pod.__struct_config__.tag
-    assert PodHead.__struct_config__.tag_field == Pod.__struct_config__.tag_field
-
-
-def test_the_head_decoder_knows_every_kind() -> None:
-    """A kind added to `SlimObject` but not here would make replays refuse its events."""
-    kinds = typing.get_args(typing.get_type_hints(PodObserved)["obj"])
-    assert set(kinds) == (set(KINDS.values()) - {Pod}) | {PodHead}
-
-
-@pytest.mark.parametrize("pod", HEAD_PODS, ids=[p.name for p in HEAD_PODS])
-def test_a_pod_head_reads_what_the_pod_holds(pod: Pod) -> None:
-    event = Observed(at=3, cluster="c1", change="MODIFIED", obj=pod)
-    decoded = HEAD_DECODER.decode(encode_event(event))
-    assert type(decoded) is PodObserved
-    head = decoded.obj
-    assert type(head) is PodHead
-    assert (decoded.at, decoded.cluster, decoded.change) == (3, "c1", "MODIFIED")
-    for field in (
-        "name",
-        "namespace",
-        "generation",
-        "created",
-        "deletion_ts",
-        "finalizers",
-        "priority",
-        "phase",
-        "restart_count",
-        "grace_seconds",
-        "finished",
-    ):
-        assert getattr(head, field) == getattr(pod, field), field
-
-
-@pytest.mark.parametrize("pod", HEAD_PODS, ids=[p.name for p in HEAD_PODS])
-@pytest.mark.parametrize("change", ["ADDED", "DELETED"])
-def test_a_pod_change_holds_what_a_bulk_fold_reads_of_the_pod(pod: Pod, change: Change) -> None:
-    body = encode_event(Observed(at=3, cluster="c1", change=change, obj=pod))
-    (decoded,) = pod_changes(7, [(body,)])
-    assert type(decoded) is PodChange
-    assert (decoded.at, decoded.cluster, decoded.change) == (3, "c1", change)
-    assert decoded.key == f"c1/{pod.namespace}/{pod.name}"
-    assert decoded.body == body
-    for field in (
-        "namespace",
-        "phase",
-        "deletion_ts",
-        "finalizers",
-        "created",
-        "grace_seconds",
-        "finished",
-        "annotations",
-        "controller",
-    ):
-        assert getattr(decoded, field) == getattr(pod, field), field
-    # What a reading-ahead process sends is what it made.
-    wire = msgspec.msgpack.decode(msgspec.msgpack.encode([decoded]), type=list[PodChange | bytes])
-    assert wire == [decoded]
-
-
-def test_pod_changes_keeps_other_events_as_stored_and_names_one_that_does_not_decode() -> None:
-    bodies = [encode_event(e) for e in EVENTS if not isinstance(getattr(e, "obj", None), Pod)]
-    assert pod_changes(1, [(b,) for b in bodies]) == bodies
-    with pytest.raises(UndecodableEvent) as info:
-        pod_changes(10, [(bodies[0],), (bodies[0][:-1],), (b"\xc1",)])
-    assert info.value.seq == 11
-
-
-@pytest.mark.parametrize("event", EVENTS, ids=[f"{type(e).__name__}-{e.at}" for e in EVENTS])
-def test_the_head_decoder_decodes_other_events_whole(event: Event) -> None:
-    decoded = HEAD_DECODER.decode(encode_event(event))
-    if type(decoded) is PodObserved:
-        if type(decoded.obj) is PodHead:
-            return  # the test above
-        decoded = decoded.observed()
-    assert decoded == event
-    assert type(decoded) is type(event)
-
-
-def test_the_head_decoder_leaves_the_rest_of_a_pod_unchecked_but_as_msgpack() -> None:
-    """What a bulk fold trades for its speed, and what `--verify` is for: a pod version whose
-    labels are not a map decodes to its head (its whole decode, if it is ever settled, names
-    it), while bytes that are not MessagePack at all are refused."""
-    wrong = labels_not_a_map(Observed(1, "c1", "ADDED", FULL_POD))
-    with pytest.raises(msgspec.ValidationError, match=r"at `\$\[4\]\[8\]`"):
-        decode_event(wrong)
-    assert HEAD_DECODER.decode(wrong).obj.labels == msgspec.Raw(b"\x2a")
-    with pytest.raises(msgspec.DecodeError):
-        HEAD_DECODER.decode(wrong[:-3])
