@@ -187,15 +187,13 @@ SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
 
 def occupancy(topology: Topology, depth: int) -> dict[str, dict[str, dict[str, int]]]:
     """Capacity and usage of every domain down to `depth` levels (1 = widest level only)."""
-    result: dict[str, dict[str, dict[str, int]]] = {}
-    for domain in sorted(topology.capacity, key=natural_key):
-        if domain.count(",") >= depth:
-            continue
-        result[domain] = {
-            "capacity": dict(topology.capacity[domain]),
-            "used": topology.used_of(domain),
-        }
-    return result
+    # Filtered before sorting: the hosts, left out, are most of the domains (10,000 of 10,704
+    # in the benchmark's cluster), and sorting them by `natural_key` cost a replay 0.2 s.
+    shown = [domain for domain in topology.capacity if domain.count(",") < depth]
+    return {
+        domain: {"capacity": dict(topology.capacity[domain]), "used": topology.used_of(domain)}
+        for domain in sorted(shown, key=natural_key)
+    }
 
 
 def natural_key(text: str) -> list[int | str]:
