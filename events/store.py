@@ -489,9 +489,9 @@ class EventLog:
         With `keep` > 0, only the newest `keep` snapshots (by the seq they cover) remain
         afterwards, in the same transaction. Returns how many older ones were removed.
 
-        Snapshots are a cache of the fold, each a whole copy of the state: without a bound
-        they, not the events, would fill the disk (at 100,000 pods one is about 56 MB). A
-        replay to a point before the oldest kept one folds from the first event."""
+        Snapshots are a cache of the fold, each a whole copy of the state (at 100,000 pods
+        about 56 MB). A replay to a point before the oldest kept one folds from the first
+        event."""
         if self._writer is None:
             raise RuntimeError(f"{self._name}: log is open read-only")
         if not 1 <= seq <= self._last_seq:

@@ -116,8 +116,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # or every `events.state.SNAPSHOT_EVENTS_PER_OBJECT` per object of the state when more.
     snapshot_every: Annotated[int, msgspec.Meta(ge=1000, le=MAX_COUNT)] = 50_000
     # Snapshots kept in the log, the newest; older ones are removed as a new one is saved
-    # (each is a whole copy of the state). 0: keep every snapshot.
-    keep_snapshots: Count = 8
+    # (each is a whole copy of the state). 0: keep every snapshot, so that a replay to any
+    # point starts at most one snapshot interval before it (config/kbatchd.toml says why).
+    keep_snapshots: Count = 0
     # Reconcile passes start at most this often (seconds): events arriving in between join the
     # next pass, so a busy daemon makes fewer, larger passes. 0: a pass for every batch.
     pass_interval_seconds: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.02
