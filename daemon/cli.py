@@ -15,7 +15,7 @@ import msgspec
 from daemon.kube.errors import ConfigError as KubeconfigError
 from daemon.runtime import eventloop
 from daemon.runtime.heap import relax_collector
-from daemon.service import config, provenance
+from daemon.service import config, provenance, wiring
 from daemon.service.config import ConfigError, Settings
 from daemon.service.logs import redact_text
 from events.replay import (
@@ -176,6 +176,7 @@ def _positive_int(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    wiring.wire()
     if args_list[:1] == ["sim"]:
         from daemon.sim.cli import main as sim_main
 

@@ -1,5 +1,9 @@
 """`fold(state, seq, event)`: the one place state changes.
 
+The fold keeps the objects, the topology's usage, the controller index, the decisions in
+flight and the expectations; what a controller keeps beside them (its projection and indexes)
+its own hooks fold (`events.hooks`), called here for the kinds they name, in wiring order.
+
 Deterministic and free of I/O, clocks and randomness: the same events give the same state,
 whether folded from empty or from a snapshot. For speed the state is updated in place and
 returned (a million events cannot each copy a hundred thousand pods); a caller that needs
@@ -10,24 +14,40 @@ from __future__ import annotations
 
 from typing import Final
 
-from events import expectations, gangs, jobs, jobsets
+from events import expectations
+from events.hooks import Change, Wired
 from events.index import reindex
-from events.objects import (
-    KINDS,
-    TERMINAL_PHASES,
-    Job,
-    Node,
-    Pod,
-    PodGroup,
-    SlimObject,
-)
+from events.objects import KINDS, Node, Pod, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
-from events.topology import charge_of
 
 Dirty = set[str]
 
 _TABLE_OF: Final = {cls: TABLES[kind] for kind, cls in KINDS.items()}
+# The controllers' fold hooks (`wire`); None until wired.
+_WIRED: Wired | None = None
+
+
+def wire(wired: Wired) -> None:
+    """Fold with `wired`'s hooks from now on: the controllers' part of the fold, which the
+    composition root (`daemon.service.wiring.wire`) hands in once, before the first fold."""
+    global _WIRED
+    _WIRED = wired
+
+
+def wired() -> Wired:
+    """The hooks the fold calls (`wire`). Folding without them would silently leave out every
+    controller's projection, so it is an error."""
+    if _WIRED is None:
+        raise RuntimeError("no controllers are wired into the fold (daemon.service.wiring.wire)")
+    return _WIRED
+
+
+def restored(state: State) -> State:
+    """`state`, decoded from a snapshot, with what the controllers build for older snapshots."""
+    for hook in wired().restored:
+        hook(state)
+    return state
 
 
 def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> State:
@@ -36,6 +56,8 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
     if event.at > state.now:
         state.now = event.at
     state.seq = seq
+    if _WIRED is None:
+        wired()
     if type(event) is Observed:  # the hot path: an exact type test is cheaper than isinstance
         _observed(state, event, dirty)
     elif isinstance(event, Decided):
@@ -72,25 +94,19 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
     else:
         old = table.get(key)
         table[key] = current = obj
+    moved = False
     if cls is Pod:
         moved = _pod_records(state, cluster, key, old, current)  # type: ignore[arg-type]
-        if (
-            dirty is not None and state.gang_queue and moved and charge_of(cluster, current) is None  # type: ignore[arg-type]
-        ):
-            # The pod stopped taking room: gangs waiting for room there may fit now.
-            gangs.wake(state, cluster, dirty)
-        _pod_history(state, cluster, old, current)  # type: ignore[arg-type]
-    elif cls is Job:
-        jobs.job_changed(state, key, old, current)  # type: ignore[arg-type]
     elif cls is Node:
         moved = state.topology.set_node(cluster, key, current)  # type: ignore[arg-type]
-        if dirty is not None and moved and state.gang_queue and key in state.topology.paths:
-            gangs.wake(state, cluster, dirty)  # a node joined or changed: maybe room for a gang
         if dirty is not None and (current is None or old is None or old.ready != obj.ready):  # type: ignore[union-attr]
             # Pods on a node that turned NotReady (or back) may now count differently.
             _dirty_owners_on(state, cluster, f"{cluster}//{obj.name}", dirty)
-    elif cls is PodGroup:
-        gangs.podgroup_changed(state, cluster, key, old, current)  # type: ignore[arg-type]
+    hooks = _WIRED.observed.get(cls)  # type: ignore[union-attr]
+    if hooks:
+        change = Change(cluster, key, obj, old, current, moved)
+        for hook in hooks:
+            hook(state, change, dirty)
     if not state.expected and dirty is None:
         return
     ref = f"{cls.__name__}/{key}"
@@ -101,41 +117,17 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         owner = obj.controller
         if owner is not None:
             dirty.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
-        if cls is Pod:
-            jobsets.dirty_in_place(state, cluster, obj, dirty)  # type: ignore[arg-type]
-        if cls is Pod and obj.pod_group:  # type: ignore[union-attr]
-            gangs.dirty_group(state, f"{cluster}/{obj.namespace}/{obj.pod_group}", dirty)  # type: ignore[union-attr]
-        elif cls is PodGroup:
-            gangs.dirty_workload(cluster, obj, dirty)  # type: ignore[arg-type]
 
 
 def _pod_records(state: State, cluster: str, key: str, old: Pod | None, new: Pod | None) -> bool:
-    """Bring what the state derives from its pods (usage on the topology, the controller and
-    pod group indexes) from pod `old` to `new` (either None: not there). Returns whether any
-    usage moved."""
+    """Bring the usage on the topology and the controller index from pod `old` to `new`
+    (either None: not there). Returns whether any usage moved."""
     if old is None and new is None:
         return False  # a deletion of a pod the state never had
     moved = state.topology.charge_pod(cluster, key, old, new)
     if old is None or new is None or old.owners != new.owners:
         _index_child(state, cluster, key, old, new)
-    if old is None or new is None or old.pod_group != new.pod_group:
-        gangs.pod_changed(state, cluster, key, old, new)
     return moved
-
-
-def _pod_history(state: State, cluster: str, old: Pod | None, new: Pod | None) -> None:
-    """Fold a pod's change into what outlives it (its Job's back-off record and ordinal
-    watermark), which depends on every change in order. Only a pod new to the state, or a
-    change that can finish a pod for its Job's back-off (a terminal phase, a deletion, a
-    finalizer gone) touches the Job's records; most pod events (binding, Running,
-    readiness, resizes) do none of these."""
-    if new is not None and (
-        old is None
-        or (old.phase != new.phase and new.phase in TERMINAL_PHASES)
-        or old.deletion_ts != new.deletion_ts
-        or old.finalizers != new.finalizers
-    ):
-        jobs.pod_changed(state, cluster, old, new)
 
 
 def _controller_ref(cluster: str, obj: SlimObject) -> str | None:
@@ -168,7 +160,8 @@ def _decided(state: State, seq: int, event: Decided) -> None:
     if event.intents:
         state.inflight[seq] = InFlight(event, list(range(len(event.intents))))
         expectations.expect(state, seq, event)
-        gangs.admission_decided(state, seq, event)
+        for hook in _WIRED.decided:  # type: ignore[union-attr]
+            hook(state, seq, event)
 
 
 def _flight_of(state: State, event: Outcome) -> InFlight | None:

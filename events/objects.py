@@ -166,7 +166,7 @@ TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 # kbatchd's finalizer on every pod it creates for a Job it manages: a finished pod that still
 # carries it is not yet counted in the Job's status (daemon.controllers.job). The fold reads it
-# too (events.jobs), so it is defined here. Never the built-in controller's
+# too (daemon.controllers.job.projection), so it is defined here. Never the built-in controller's
 # `batch.kubernetes.io/job-tracking`, which external controllers must not use (spec A0).
 JOB_TRACKING_FINALIZER: Final = "kbatchd.dev/job-tracking"
 # The ordinal of a pod among all the pods kbatchd created for its Job; the pod's name is derived

@@ -18,7 +18,7 @@ import anyio
 import msgspec
 
 from events import migrate
-from events.fold import fold
+from events.fold import fold, restored
 from events.migrate import Migration
 from events.quantity import format_units
 from events.schema import DECODE_ERRORS, Decided, Event, Observed, Outcome, Resynced, Started, Tick
@@ -120,7 +120,7 @@ async def snapshot_state(
             break
         seq, body = found
         try:
-            return (seq, decode_state(body)), skipped
+            return (seq, restored(decode_state(body))), skipped
         except DECODE_ERRORS as exc:
             skipped.append(SkippedSnapshot(seq, str(exc)))
             bound = seq - 1

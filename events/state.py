@@ -10,7 +10,6 @@ from typing import Final
 
 import msgspec
 
-from events.gangs import Admission, index_workload_groups
 from events.objects import (
     Job,
     JobSet,
@@ -52,10 +51,20 @@ class Expectation(msgspec.Struct, array_like=True):
     requests: dict[str, int] = {}
 
 
+class Admission(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A gang admission decided but not yet seen whole: the decision's seq and the binds it
+    decided for the group's members, ``pod key -> (uid, node)``. Kept by `gang.projection` from
+    the decision (logged before its first bind) until the group's ``PodGroupScheduled=True``
+    is observed, so that a crash in the middle of the binds leaves the plan to finish from."""
+
+    decision: int
+    binds: dict[str, tuple[str, str]]
+
+
 class BackoffRecord(msgspec.Struct, array_like=True):
     """A Job's pod re-creation back-off (spec A5.4, upstream `backoffRecord`): how many of its
     pods failed since the newest success, and when the newest of those failures finished (ms).
-    Kept only while `failures` > 0; maintained by `events.jobs`."""
+    Kept only while `failures` > 0; maintained by the Job controller's projection."""
 
     failures: int
     last_failure_ms: int
@@ -100,16 +109,16 @@ class State(msgspec.Struct):
     pod_ordinals: dict[str, int] = {}
     # ``cluster/namespace/podgroup`` -> keys of the pods naming it in spec.schedulingGroup;
     # cluster -> (creation time, key) of its PodGroups waiting for room, oldest first (both
-    # kept by `events.gangs`). Snapshots from before the queue had a ``gang_waiting`` set
+    # kept by `gang.projection`). Snapshots from before the queue had a ``gang_waiting`` set
     # instead; it is ignored, and the groups it held rejoin the queue at their next status
     # change (their own retries decide them meanwhile).
     group_members: dict[str, set[str]] = {}
     gang_queue: dict[str, list[tuple[int, str]]] = {}
     # ``cluster/namespace/workload`` -> keys of the PodGroups made from it (their
-    # spec.podGroupTemplateRef), kept by `events.gangs`; rebuilt for older snapshots.
+    # spec.podGroupTemplateRef), kept by `gang.projection`; rebuilt for older snapshots.
     workload_groups: dict[str, set[str]] = {}
     # ``cluster/namespace/podgroup`` -> its admission while not yet seen whole (`Admission`,
-    # kept by `events.gangs`).
+    # kept by `gang.projection`).
     admissions: dict[str, Admission] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
@@ -182,6 +191,4 @@ def decode_state(body: bytes) -> State:
     """State from a snapshot body, older snapshots brought to the current representation."""
     state = _STATE_DECODER.decode(body)
     state.topology.upgrade()
-    if state.podgroups and not state.workload_groups:
-        index_workload_groups(state)  # a snapshot from before the index
     return state

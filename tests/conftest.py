@@ -7,7 +7,11 @@ from typing import Any
 
 import pytest
 
+from daemon.service import wiring
 from tests.backends import BACKENDS, backend_params, stop_planes
+
+# Every test folds as the daemon does: with the controllers' hooks.
+wiring.wire()
 
 
 @pytest.fixture

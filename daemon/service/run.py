@@ -46,6 +46,7 @@ def build(
     """The daemon for `settings`: its reconcilers (`rules`, else those the settings turn on),
     its traces and metrics (off and private unless given), and the provenance record it logs
     at each start. Construct inside a running event loop."""
+    wiring.wire()
     return Daemon(
         settings,
         wiring.reconcilers(settings) if rules is None else rules,

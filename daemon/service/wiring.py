@@ -1,12 +1,28 @@
-"""What the daemon runs, built from its settings: the reconcilers, in the order they decide."""
+"""What the daemon runs: the controllers, each one package (`daemon.controllers`), wired here
+once. Their fold hooks go into the fold (`wire`), and their reconcilers, built from the
+settings, decide in this order."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from daemon.controllers.base import Reconciler
+from daemon.controllers.gang.projection import FOLD as GANG_FOLD
 from daemon.controllers.gang.reconciler import GangReconciler
+from daemon.controllers.job.projection import FOLD as JOB_FOLD
 from daemon.controllers.job.reconciler import JobReconciler
+from daemon.controllers.jobset.projection import FOLD as JOBSET_FOLD
 from daemon.controllers.jobset.reconciler import JobSetReconciler
 from daemon.service.config import Settings
+from events import fold
+from events.hooks import Wired
+
+FOLDS: Final = (JOB_FOLD, JOBSET_FOLD, GANG_FOLD)
+
+
+def wire() -> None:
+    """Fold with the controllers' hooks: called by every entry point before its first fold."""
+    fold.wire(Wired(FOLDS))
 
 
 def reconcilers(settings: Settings) -> list[Reconciler]:

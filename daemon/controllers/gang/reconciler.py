@@ -12,7 +12,7 @@ as the decision's reason. Members that arrive after admission (replacements, ext
 bound into the domain the group already occupies.
 
 **Retry without a busy loop.** The fold dirties waiting groups when capacity is released on
-their cluster (`events.gangs`); besides, an unplaced group asks to be decided again on an
+their cluster (`gang.projection`); besides, an unplaced group asks to be decided again on an
 exponential schedule (1 s doubling to a cap, aligned on when it started waiting so that
 repeated requeues of one key coincide).
 
@@ -64,6 +64,7 @@ from daemon.controllers.gang.place import (
     pod_set,
     short_of,
 )
+from daemon.controllers.gang.projection import QUEUE, dirty_group, workload_name
 from daemon.controllers.gang.spec import (
     DEFAULT_LEADER_TEMPLATE,
     EVICTIONS,
@@ -91,11 +92,10 @@ from daemon.controllers.gang.spec import (
     template_names,
     topology_request,
 )
-from events.gangs import QUEUE, Admission, dirty_group, workload_name
 from events.intents import Bind, Delete, Intent, Patch
 from events.objects import Pod, PodGroup, Workload, rfc3339
 from events.quantity import format_units
-from events.state import State
+from events.state import Admission, State
 
 DEFAULT_SCHEDULER: Final = "kbatchd"
 # Kueue's waitForPodsReady defaults (v1beta2 / 0.19): 30 min timeout, back-off 60 s doubling

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from events.gangs import workload_ref
+from daemon.controllers.gang.projection import workload_ref
 from events.objects import ObjectError, Pod, PodGroup, Workload, timestamp_ms
 
 SCHEDULED: Final = "PodGroupScheduled"

@@ -1,7 +1,7 @@
 """Pod re-creation back-off after failures (upstream `backoff_utils.go`).
 
 The Job-wide record (failures since the newest success, when the newest failed) is kept by the
-fold (`events.jobs`, `State.job_backoff`), because the pods it counts may be gone by the time
+fold (`job.projection`, `State.job_backoff`), because the pods it counts may be gone by the time
 the back-off matters; per-index back-off reads the failed pod itself, which keeps its
 finalizer (so stays) until its replacement exists. Both replay exactly: they are functions of
 the logged events.

@@ -25,7 +25,7 @@ pod twice.
 
 What outlives the pods. A counted pod may vanish, and with it what only it showed; two facts
 the reconciler needs later are therefore folded into the state from the pods' changes
-(`events.jobs`): the Job-wide back-off record (failures since the newest success, when the
+(`job.projection`): the Job-wide back-off record (failures since the newest success, when the
 newest finished: spec A5.4), and the highest pod ordinal the Job's pods carried, from which
 new pods are numbered and named so that no name recurs in the Job's life (`jobpods`).
 """

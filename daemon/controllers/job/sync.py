@@ -25,6 +25,7 @@ from daemon.controllers.job.pods import (
     pod_name,
     pods_for_removal,
 )
+from daemon.controllers.job.projection import finish_time
 from daemon.controllers.job.ready import hold_ready_drop
 from daemon.controllers.job.spec import (
     COMPLETE,
@@ -43,7 +44,6 @@ from daemon.controllers.job.status import (
 )
 from daemon.controllers.job.successpolicy import success_policy_message
 from events.intents import Create, Delete, Intent, Patch
-from events.jobs import finish_time
 from events.objects import Pod, rfc3339
 from events.state import State
 

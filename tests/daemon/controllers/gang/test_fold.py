@@ -1,10 +1,11 @@
-"""What the fold keeps for gangs (`events.gangs`): members per PodGroup, the waiting set, and
+"""What the fold keeps for gangs (`gang.projection`): members per PodGroup, the waiting set, and
 which keys a change makes dirty."""
 
 from __future__ import annotations
 
 import msgspec
 
+from events import fold
 from events.state import decode_state, encode_state
 from tests.daemon.controllers.gangs import (
     CLUSTER,
@@ -116,7 +117,7 @@ def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
     world.add(podgroup("g", 4, workload="w"), podgroup("h"))
     raw = msgspec.msgpack.decode(encode_state(world.state))
     del raw["workload_groups"]
-    restored = decode_state(msgspec.msgpack.encode(raw))
+    restored = fold.restored(decode_state(msgspec.msgpack.encode(raw)))
     assert restored.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
 
 

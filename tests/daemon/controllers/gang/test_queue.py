@@ -6,9 +6,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from daemon.controllers.gang.projection import QUEUE
 from daemon.controllers.gang.reconciler import QUEUE_LOOKAHEAD
 from daemon.controllers.runner import released
-from events.gangs import QUEUE
 from tests.daemon.controllers.gangs import (
     CLUSTER,
     REC,

@@ -34,32 +34,20 @@ only when capacity was released on a cluster that has waiting gangs.
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-import msgspec
-
+from events.hooks import Change, Dirty, FoldHooks
 from events.index import reindex
 from events.intents import Bind, Patch
 from events.objects import Pod, PodGroup
 from events.schema import Decided
-
-if TYPE_CHECKING:  # events.state imports this module (to rebuild an index of older snapshots)
-    from events.state import State
+from events.state import Admission, State
+from events.topology import charge_of
 
 SCHEDULED: Final = "PodGroupScheduled"
 # The kind of a cluster's waiting-gangs queue key, ``GangQueue/<cluster>``.
 QUEUE: Final = "GangQueue"
 UNSCHEDULABLE: Final = "Unschedulable"
-
-
-class Admission(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    """A gang admission decided but not yet seen whole: the decision's seq and the binds it
-    decided for the group's members, ``pod key -> (uid, node)``. Kept by `events.gangs` from
-    the decision (logged before its first bind) until the group's ``PodGroupScheduled=True``
-    is observed, so that a crash in the middle of the binds leaves the plan to finish from."""
-
-    decision: int
-    binds: dict[str, tuple[str, str]]
 
 
 def _group_of(cluster: str, pod: Pod | None) -> str | None:
@@ -218,3 +206,47 @@ def wake(state: State, cluster: str, dirty: set[str]) -> None:
     per waiting gang)."""
     if cluster in state.gang_queue:
         dirty.add(f"{QUEUE}/{cluster}")
+
+
+def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    old: Pod | None = change.old
+    new: Pod | None = change.new
+    if (old is not None or new is not None) and (
+        old is None or new is None or old.pod_group != new.pod_group
+    ):
+        pod_changed(state, change.cluster, change.key, old, new)
+    if dirty is None:
+        return
+    if state.gang_queue and change.moved and charge_of(change.cluster, new) is None:
+        wake(state, change.cluster, dirty)  # the pod stopped taking room: gangs may fit now
+    pod: Pod = change.obj
+    if pod.pod_group:
+        dirty_group(state, f"{change.cluster}/{pod.namespace}/{pod.pod_group}", dirty)
+
+
+def _node_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    if (
+        dirty is not None
+        and change.moved
+        and state.gang_queue
+        and change.key in state.topology.paths
+    ):
+        wake(state, change.cluster, dirty)  # a node joined or changed: maybe room for a gang
+
+
+def _podgroup_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    podgroup_changed(state, change.cluster, change.key, change.old, change.new)
+    if dirty is not None:
+        dirty_workload(change.cluster, change.obj, dirty)
+
+
+def _restored(state: State) -> None:
+    if state.podgroups and not state.workload_groups:
+        index_workload_groups(state)  # a snapshot from before the index
+
+
+FOLD: Final = FoldHooks(
+    observed={"Pod": _pod_observed, "Node": _node_observed, "PodGroup": _podgroup_observed},
+    decided=admission_decided,
+    restored=_restored,
+)

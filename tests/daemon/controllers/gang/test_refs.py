@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from events.gangs import workload_ref
+from daemon.controllers.gang.projection import workload_ref
 
 
 @pytest.mark.parametrize(

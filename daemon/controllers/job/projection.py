@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from events.hooks import Change, Dirty, FoldHooks
 from events.objects import (
     JOB_TRACKING_FINALIZER,
     POD_ORDINAL_ANNOTATION,
@@ -191,3 +192,25 @@ def _saw_ordinal(state: State, ref: str, text: str) -> None:
     following = int(text) + 1
     if following > state.pod_ordinals.get(ref, 0):
         state.pod_ordinals[ref] = following
+
+
+def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    """Only a pod new to the state, or a change that can finish a pod for its Job's back-off
+    (a terminal phase, a deletion, a finalizer gone) touches the Job's records; most pod
+    events (binding, Running, readiness, resizes) do none of these."""
+    old: Pod | None = change.old
+    new: Pod | None = change.new
+    if new is not None and (
+        old is None
+        or (old.phase != new.phase and new.phase in TERMINAL_PHASES)
+        or old.deletion_ts != new.deletion_ts
+        or old.finalizers != new.finalizers
+    ):
+        pod_changed(state, change.cluster, old, new)
+
+
+def _job_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    job_changed(state, change.key, change.old, change.new)
+
+
+FOLD: Final = FoldHooks(observed={"Pod": _pod_observed, "Job": _job_observed})

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from daemon.controllers.jobset.spec import IN_PLACE_RESTART, JOBSET_NAME
+from events.hooks import Change, Dirty, FoldHooks
 from events.objects import Pod
 from events.state import State
-
-JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
-IN_PLACE_RESTART: Final = "InPlaceRestart"
 
 
 def dirty_in_place(state: State, cluster: str, pod: Pod, dirty: set[str]) -> None:
@@ -31,3 +30,11 @@ def dirty_in_place(state: State, cluster: str, pod: Pod, dirty: set[str]) -> Non
     policy = jobset.spec.get("failurePolicy")
     if isinstance(policy, dict) and policy.get("restartStrategy") == IN_PLACE_RESTART:
         dirty.add(f"JobSet/{key}")
+
+
+def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    if dirty is not None:
+        dirty_in_place(state, change.cluster, change.obj, dirty)
+
+
+FOLD: Final = FoldHooks(observed={"Pod": _pod_observed})

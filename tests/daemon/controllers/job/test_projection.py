@@ -1,4 +1,4 @@
-"""`events.jobs`: the per-Job records the fold keeps from pod changes — the back-off record
+"""`job.projection`: the per-Job records the fold keeps from pod changes — the back-off record
 (failures since the newest success, when the newest finished) and the pod ordinal watermark —
 event by event, as `fold` drives them."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from events import jobs
+from daemon.controllers.job import projection as jobs
 from events.fold import fold, fold_all
 from events.objects import JOB_TRACKING_FINALIZER, POD_ORDINAL_ANNOTATION, Job, OwnerRef, Pod
 from events.schema import Change, Event
@@ -320,7 +320,7 @@ def test_pod_ordinals(events: list[Event], expected: dict[str, int]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Cost: most pod events never reach `events.jobs`
+# Cost: most pod events never reach `job.projection`
 
 
 @pytest.mark.parametrize(
