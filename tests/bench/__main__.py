@@ -15,7 +15,17 @@ from multiprocessing import get_context
 from tests.bench.section import run_section
 from tests.bench.table import Table
 
-SECTIONS = ("placement", "log", "replay", "cluster", "sim_pods", "jobset", "gang", "kills")
+SECTIONS = (
+    "placement",
+    "log",
+    "replay",
+    "cluster",
+    "sim_pods",
+    "jobset",
+    "gang",
+    "gang_real",
+    "kills",
+)
 
 
 def main() -> int:

@@ -106,6 +106,10 @@ async def run(table: Table, workloads: int = WORKLOADS) -> None:
         "gang: CPU of the daemon / of the sim's process (both from start to stop)",
         f"{daemon_cpu:.0f} s / {own:.0f} s",
     )
+    table.add(
+        "gang: daemon CPU per admitted workload",
+        f"{daemon_cpu / workloads * 1000:.2f} ms",
+    )
     full = workloads == WORKLOADS
     table.add(
         f"gang: {workloads:,} TAS workloads on 640 nodes, end to end",
