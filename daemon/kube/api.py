@@ -1,25 +1,21 @@
 """Raw JSON to and from the API server, configured and authenticated by kubernetes-asyncio.
 
 The client library supplies kubeconfig and in-cluster configuration, authentication, TLS
-and proxy settings; kbatchd sends and receives raw bytes and decodes them with
-msgspec into slim structs, never building the generated model objects (too slow for the watch
-path). Requests and watches go through `daemon.kube.http`'s connection pool (a third of
-aiohttp's CPU a request), through a proxy too; the library's own aiohttp session is not used.
+and proxy settings; kbatchd sends and receives raw bytes through one aiohttp session a cluster
+(`daemon.kube.session`) and decodes them with msgspec into slim structs, never building the
+generated model objects (too slow for the watch path). The library's own session carries
+nothing.
 """
 
 from __future__ import annotations
 
-import base64
-import ipaddress
-import re
-import ssl
 import subprocess
 import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+import aiohttp
 import anyio
 import msgspec
 import structlog
@@ -29,7 +25,14 @@ from kubernetes_asyncio.config.exec_provider import ExecProvider
 from yarl import URL
 
 from daemon.kube.errors import ConfigError
-from daemon.kube.http import HttpPool, Proxy
+from daemon.kube.session import (
+    Endpoint,
+    endpoint,
+    failures,
+    open_session,
+    proxy_from_environment,
+    server_url,
+)
 
 log = structlog.get_logger("kbatchd")
 
@@ -164,109 +167,10 @@ async def load_configuration(kubeconfig: str | None, context: str | None) -> cli
     return configuration
 
 
-def proxy_from_environment(url: str | None) -> str | None:
-    """The proxy the environment (``HTTPS_PROXY``, ``NO_PROXY``, …) names for the API server,
-    read once as kubectl does at start-up."""
-    if not url:
-        return None
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if not host or urllib.request.proxy_bypass(host):
-        return None
-    proxies = urllib.request.getproxies_environment()
-    scheme = urllib.parse.urlsplit(url).scheme or "https"
-    return proxies.get(scheme) or proxies.get("all")
-
-
-def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
-    """The TLS settings of a client configuration, as the library applies them to its own
-    connector (whose context is not public)."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if configuration.disable_strict_ssl_verification:
-        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
-    return context
-
-
-_HOST_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def connectable_url(text: str, schemes: tuple[str, ...]) -> tuple[URL, str, int]:
-    """`text` as a URL of one of `schemes`, and its host and port to connect to; ValueError
-    saying what is wrong with it otherwise (never naming a password)."""
-    try:
-        url = URL(text)
-        port = url.port
-    except ValueError as exc:
-        raise ValueError(f"is not a URL ({exc})") from None
-    if url.scheme not in schemes:
-        raise ValueError(f"is not an {' or '.join(f'{s}://' for s in schemes)} URL")
-    host = url.raw_host or ""
-    if ":" in host:  # between brackets: yarl keeps whatever it finds there
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"has an invalid IPv6 address {host!r}") from None
-    elif not _HOST_NAME.match(host):
-        raise ValueError(f"has an invalid host {host!r}")
-    if port is None:
-        raise ValueError("has no port")
-    return url, host, port
-
-
-def connection_pool(configuration: client.Configuration) -> HttpPool:
-    """The pool for requests and watches to the configured server, through its proxy if it
-    names one."""
-    url, host, port = server_url(configuration)
-    limit = configuration.connection_pool_maxsize
-    return HttpPool(
-        host,
-        port,
-        ssl_context=ssl_context(configuration) if url.scheme == "https" else None,
-        server_hostname=configuration.tls_server_name,
-        # The library's setting: None means no limit.
-        limit=limit if limit else 1 << 20,
-        proxy=_proxy(configuration) if configuration.proxy else None,
-    )
-
-
-def _proxy(configuration: client.Configuration) -> Proxy:
-    """The configured proxy: an http:// URL, its user and password (if any) sent as Basic
-    ``Proxy-Authorization``, with the configuration's own proxy headers."""
-    try:
-        url, host, port = connectable_url(configuration.proxy or "", ("http",))
-    except ValueError as exc:
-        try:
-            shown = f" {URL(configuration.proxy or '').with_password(None)!s}"
-        except ValueError:
-            shown = ""  # not even a URL: it is not shown, in case it holds a password
-        raise ConfigError(f"the proxy URL{shown} {exc}") from None
-    headers = dict(configuration.proxy_headers or {})
-    if url.user is not None:
-        credentials = f"{url.user}:{url.password or ''}".encode()
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(credentials).decode()
-    for name, value in headers.items():
-        _check_header(name, str(value))
-    return Proxy(host, port, tuple((k, str(v)) for k, v in headers.items()))
-
-
-def server_url(configuration: client.Configuration) -> tuple[URL, str, int]:
-    """The configured API server's URL, and its host and port."""
-    try:
-        return connectable_url(configuration.host or "", ("http", "https"))
-    except ValueError as exc:
-        raise ConfigError(f"the API server URL {configuration.host!r} {exc}") from None
-
-
-def _check_header(name: str, value: str) -> None:
-    if "\n" in value or "\r" in value:
-        raise ValueError(f"the {name} header of a request contains a line break")
-
-
 _AUTH: Final = ["BearerToken"]
+# What aiohttp itself sends again on a connection the server closed unanswered: RFC 9110's
+# idempotent methods.
+_RESENT_BY_AIOHTTP: Final = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _encode: Final = msgspec.json.Encoder().encode
 # What a request path keeps as it is: API names never need quoting, so this only guards the
 # request line against a stray space or control character.
@@ -276,17 +180,26 @@ _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~"
 class KubeApi:
     """One cluster's API."""
 
-    def __init__(self, cluster: str, api_client: client.ApiClient, pool: HttpPool) -> None:
+    def __init__(
+        self,
+        cluster: str,
+        api_client: client.ApiClient,
+        session: aiohttp.ClientSession,
+        server: Endpoint,
+    ) -> None:
         self.cluster = cluster
         self._client = api_client
-        host = api_client.configuration.host
-        if not host:
-            raise ValueError(f"cluster {cluster}: the client configuration names no server")
+        self._session = session
+        self._server = server
         # A server URL may carry a path (a cluster behind a proxy that routes by path).
-        base = URL(host)
-        self._prefix = base.raw_path.rstrip("/")
-        self._authority = base.host_port_subcomponent
-        self._pool = pool
+        self._base = str(server.url.with_path("").with_query(None).with_fragment(None))
+        self._prefix = server.url.raw_path.rstrip("/")
+        # Per request: through the proxy, to the server's TLS name, never redirected.
+        self._options: dict[str, Any] = {"allow_redirects": False}
+        if server.proxy is not None:
+            self._options.update(proxy=server.proxy, proxy_headers=server.proxy_headers)
+        if server.tls is not None and server.server_hostname:
+            self._options["server_hostname"] = server.server_hostname
 
     @classmethod
     @asynccontextmanager
@@ -298,7 +211,7 @@ class KubeApi:
             url, _, _ = server_url(configuration)  # before the proxy lookup parses it
             if configuration.proxy is None:
                 configuration.proxy = proxy_from_environment(configuration.host)
-            pool = connection_pool(configuration)
+            server = endpoint(configuration)
             # The library's client for its configuration and authentication; its own aiohttp
             # session (made here, closed on leaving) carries nothing.
             api_client = client.ApiClient(configuration=configuration)
@@ -314,11 +227,8 @@ class KubeApi:
                 "between kbatchd and the API server can read and change what they say",
                 cluster=cluster,
             )
-        try:
-            async with api_client:
-                yield cls(cluster, api_client, pool)
-        finally:
-            await pool.close()
+        async with api_client, open_session(server) as session:
+            yield cls(cluster, api_client, session, server)
 
     async def request(
         self,
@@ -331,43 +241,55 @@ class KubeApi:
         request_timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
     ) -> Response:
-        """One request; `headers` are added to the usual ones (a ``traceparent``, say)."""
+        """One request; `headers` are added to the usual ones (a ``traceparent``, say). Raises
+        `TimeoutError` when no complete answer came within `request_timeout` seconds, and
+        `ConnectionError` when the server could not be reached or its answer not read."""
         data = None if body is None else _encode(body)
-        head = await self._head(method, path, query, content_type, data, headers)
-        status, answer, retry_after = await self._pool.request(head, data, within=request_timeout)
-        return Response(status, answer, _retry_after(retry_after))
+        url, sent = await self._target(path, query, content_type, headers)
+        deadline = anyio.current_time() + request_timeout
+        with failures(self._server, f"no answer within {request_timeout:g} s"):
+            try:
+                return await self._send(method, url, data, sent, request_timeout)
+            except aiohttp.ServerDisconnectedError:
+                # The server closed a kept-alive connection without answering (its idle
+                # timeout racing the request). aiohttp has sent an idempotent request again
+                # already; kbatchd's POSTs and PATCHes may go again too, as one that did arrive
+                # is refused as already done (AlreadyExists, Conflict), which callers take as
+                # done.
+                if method in _RESENT_BY_AIOHTTP:
+                    raise
+                return await self._send(method, url, data, sent, deadline - anyio.current_time())
 
-    async def _head(
+    async def _send(
+        self, method: str, url: URL, data: bytes | None, headers: dict[str, str], within: float
+    ) -> Response:
+        # Never 0, which aiohttp takes for no deadline at all.
+        timeout = aiohttp.ClientTimeout(total=max(within, 0.001))
+        async with self._session.request(
+            method, url, data=data, headers=headers, timeout=timeout, **self._options
+        ) as answer:
+            body = await answer.read()
+            return Response(answer.status, body, _retry_after(answer.headers.get("Retry-After")))
+
+    async def _target(
         self,
-        method: str,
         path: str,
         query: Mapping[str, str | int] | None,
         content_type: str,
-        data: bytes | None,
         extra: Mapping[str, str] | None = None,
-    ) -> bytes:
-        """A request's line and headers for the pool, authenticated as the library would.
-        (Not the library's request path: `call_api` walks every body to turn generated model
-        objects into JSON values, and every body here is a JSON value, encoded once.)"""
+    ) -> tuple[URL, dict[str, str]]:
+        """A request's URL and headers, authenticated as the library would. (Not the library's
+        request path: `call_api` walks every body to turn generated model objects into JSON
+        values, and every body here is a JSON value, encoded once.)"""
         headers = {**self._client.default_headers, "Accept": JSON, "Content-Type": content_type}
         if extra:
             headers.update(extra)
         params: list[tuple[str, str | int]] = list(query.items()) if query else []
         await self._client.update_params_for_auth(headers, params, _AUTH)
-        pool = self._pool
-        target = pool.forward_prefix + urllib.parse.quote(self._prefix + path, safe=_PATH_SAFE)
+        target = self._base + urllib.parse.quote(self._prefix + path, safe=_PATH_SAFE)
         if params:
             target = f"{target}?{urllib.parse.urlencode(params)}"
-        lines = [f"{method} {target} HTTP/1.1\r\nHost: {self._authority}"]
-        for name, value in headers.items():
-            value = str(value)
-            _check_header(name, value)
-            lines.append(f"{name}: {value}")
-        lines.extend(f"{name}: {value}" for name, value in pool.forward_headers)
-        if data is not None:
-            lines.append(f"Content-Length: {len(data)}")
-        lines.append("\r\n")
-        return "\r\n".join(lines).encode("latin-1")
+        return URL(target, encoded=True), {name: str(value) for name, value in headers.items()}
 
     async def stream_lines(
         self,
@@ -381,26 +303,25 @@ class KubeApi:
         read, so that a burst of events is handled together. A non-2xx answer
         raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
         timeout (the inactivity deadline: the server sends bookmarks well within it)."""
-        pending = b""
-        async for chunk in self._stream(path, query, connect_timeout, read_timeout):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            complete = [line for line in lines if line.strip()]
-            if complete:
-                yield complete
-        if pending.strip():
-            yield [pending]
-
-    async def _stream(
-        self, path: str, query: Mapping[str, str | int], connect: float, read: float
-    ) -> AsyncIterator[bytes]:
-        head = await self._head("GET", path, query, JSON, None)
-        async with self._pool.stream(head, within=connect, idle=read) as stream:
-            if not 200 <= stream.status < 300:
-                body = b"".join([piece async for piece in stream])
-                raise WatchHttpError(Response(stream.status, body))
-            async for piece in stream:
-                yield piece
+        url, headers = await self._target(path, query, JSON)
+        timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_read=read_timeout)
+        with failures(self._server, f"no data for {read_timeout:g} s from the server"):
+            async with self._session.get(
+                url, headers=headers, timeout=timeout, **self._options
+            ) as answer:
+                if not 200 <= answer.status < 300:
+                    raise WatchHttpError(Response(answer.status, await answer.read()))
+                pending = b""
+                # Whatever arrived, split into lines here: `readline` would hand them one at a
+                # time, and refuses a line longer than its buffer (a large object's event).
+                async for piece in answer.content.iter_any():
+                    pending += piece
+                    *lines, pending = pending.split(b"\n")
+                    complete = [line for line in lines if line.strip()]
+                    if complete:
+                        yield complete
+                if pending.strip():
+                    yield [pending]
 
 
 def _retry_after(value: str | None) -> float | None:
