@@ -1,6 +1,7 @@
-"""The two backends every integration scenario runs on: the simulated cluster (`kbatchd sim`, a
-fresh one per test) and the real control plane (`tests/realcluster`, one per Kubernetes release
-and profile for the whole session, a fresh namespace per test).
+"""The two backends every integration scenario runs on: the simulated cluster (a fresh one per
+test, served from the test's own process: kbatchd, a process of its own, reaches it on loopback
+as it would reach `kbatchd sim`) and the real control plane (`tests/realcluster`, one per
+Kubernetes release and profile for the whole session, a fresh namespace per test).
 
 A test takes the `backend` fixture (parametrized over ``sim`` and ``k8s-<release>``) and opens a
 `Cluster` with `on_cluster`. Where Go is missing the real backends skip, saying so; with
@@ -24,7 +25,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.processes import Child, daemon_config, eventually, kube_client, simulated_cluster
+from daemon.sim.cluster import SimCluster
+from tests.processes import daemon_config, eventually, kube_client
 from tests.realcluster.controlplane import KUBERNETES, ControlPlane, ControlPlaneError, Profile
 
 SIM: Final = "sim"
@@ -60,7 +62,7 @@ class Cluster:
     admin: Path
     namespace: str
     plane: ControlPlane | None = None
-    sim: Child | None = None
+    sim: SimCluster | None = None
 
     @property
     def real(self) -> bool:
@@ -159,8 +161,12 @@ async def on_cluster(
     whatever kbatchd's finalizers still hold) when the block ends, and with `fresh` a control
     plane of the test's own, stopped then."""
     if backend == SIM:
-        async with simulated_cluster(tmp, topology=topology) as (sim, kubeconfig):
-            yield Cluster(SIM, kubeconfig, kubeconfig, "default", sim=sim)
+        # What `kbatchd sim --topology TOPOLOGY` serves (its first cluster is sim-0).
+        async with SimCluster.start(
+            topology=topology, name="sim-0", kubeconfig_path=tmp / "kubeconfig"
+        ) as sim:
+            assert sim.kubeconfig_path is not None
+            yield Cluster(SIM, sim.kubeconfig_path, sim.kubeconfig_path, "default", sim=sim)
         return
     if backend == OWN:
         if profile is not None or fresh:
