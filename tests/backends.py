@@ -36,6 +36,9 @@ OWN: Final = "own"
 REAL: Final = (OWN,) if os.environ.get(OWN_ENV) else tuple(f"k8s-{v}" for v in KUBERNETES)
 BACKENDS: Final = (SIM, *REAL)
 DEFAULT_TOPOLOGY: Final = "blocks=1,racks=2,hosts=4,gpus=8"
+# Simulated seconds per second on the sim backend: its pods start, run and terminate this much
+# faster than their annotations say (kbatchd's own clock, back-off and deadlines, is real).
+SIM_TIME_SCALE: Final = float(os.environ.get("KBATCHD_TEST_SIM_TIME_SCALE", "4"))
 REQUIRE_ENV: Final = "KBATCHD_REAL_CLUSTER"
 
 
@@ -156,6 +159,7 @@ async def on_cluster(
     profile: Profile | None = None,
     topology: str = DEFAULT_TOPOLOGY,
     fresh: bool = False,
+    time_scale: float = SIM_TIME_SCALE,
 ) -> AsyncIterator[Cluster]:
     """The backend, serving; on the real control plane a fresh namespace, removed (with
     whatever kbatchd's finalizers still hold) when the block ends, and with `fresh` a control
@@ -163,7 +167,10 @@ async def on_cluster(
     if backend == SIM:
         # What `kbatchd sim --topology TOPOLOGY` serves (its first cluster is sim-0).
         async with SimCluster.start(
-            topology=topology, name="sim-0", kubeconfig_path=tmp / "kubeconfig"
+            topology=topology,
+            name="sim-0",
+            kubeconfig_path=tmp / "kubeconfig",
+            time_scale=time_scale,
         ) as sim:
             assert sim.kubeconfig_path is not None
             yield Cluster(SIM, sim.kubeconfig_path, sim.kubeconfig_path, "default", sim=sim)

@@ -86,6 +86,9 @@ BATCH: Final = 5000
 # Seconds between attempts at an append the storage refused. The cap stays below the health
 # endpoint's staleness (10 s): the pump waits on purpose and is still alive.
 LOG_RETRY: Final = (0.5, 5.0)
+# Asking a cluster again (discovery, the managedBy question, one that does not answer at all):
+# the first delay and the cap of the back-off, in seconds.
+API_RETRY: Final = (1.0, 30.0)
 
 Role = Literal["starting", "leader", "standby"]
 # What the actuator gets: the term it was decided in, the decision's seq, the decision, and
@@ -114,8 +117,10 @@ class Daemon:
         metrics: Metrics,
         started: Callable[[int], Started],
         identity: str = "",
+        api_retry: tuple[float, float] = API_RETRY,
     ) -> None:
         self.settings = settings
+        self.api_retry = api_retry
         self.reconcilers = list(reconcilers)
         self.tracing = tracing
         self.metrics = metrics
@@ -138,7 +143,10 @@ class Daemon:
         self._since_snapshot = 0
         self._clusters = tuple(c.name for c in settings.clusters)
         # Per cluster, shared by its discovery, its managedBy question and its informers.
-        self._reachability = {name: Reachability(name) for name in self._clusters}
+        first_retry, retry_cap = api_retry
+        self._reachability = {
+            name: Reachability(name, first=first_retry, cap=retry_cap) for name in self._clusters
+        }
         self.metrics.seed([r.name for r in self.reconcilers], self._clusters)
         # The oldest watch event (its `at`, ms) of the batch being passed: what the pass's
         # decisions' reconcile latency is measured from (0: the batch had none).
@@ -262,7 +270,7 @@ class Daemon:
         drops it, the built-in controller runs every Job, so kbatchd must not run them as
         well. Asked until answered: an unreachable cluster is asked again with back-off."""
         manager = self.settings.reconcilers.job.managed_by
-        backoff = Backoff(first=1.0, cap=30.0)
+        backoff = Backoff(*self.api_retry)
         code: int | str
         while True:
             try:
@@ -400,7 +408,7 @@ class Daemon:
         gone); the controllers of that kind idle there, with one warning naming what to
         install. A kind that appears later gets its informer then, without a restart."""
         informers: dict[str, tuple[Informer, anyio.CancelScope | None]] = {}
-        backoff = Backoff(first=1.0, cap=30.0)
+        backoff = Backoff(*self.api_retry)
         last: dict[str, Resource] = {}
         async with anyio.create_task_group() as tg:
             while True:

@@ -17,6 +17,7 @@ from daemon.service.config import Cluster, Daemon, LeaderElection, Settings
 from daemon.service.metrics import Metrics
 from daemon.service.telemetry import Tracing
 from daemon.sim.cluster import SimCluster
+from daemon.runtime.supervisor import API_RETRY
 
 MANAGER = "kbatchd.dev/job-controller"
 
@@ -52,13 +53,16 @@ async def embedded(
     metrics: Metrics | None = None,
     identity: str = "",
     wait_synced: bool = True,
+    api_retry: tuple[float, float] = API_RETRY,
 ) -> AsyncIterator[Supervisor]:
-    """Run the daemon until the block ends, then stop it cleanly."""
+    """Run the daemon until the block ends, then stop it cleanly. `api_retry`: how soon it
+    asks a cluster again (`daemon.runtime.supervisor.API_RETRY`)."""
     daemon = run.build(
         settings,
         tracing=tracing,
         metrics=metrics,
         identity=identity,
+        api_retry=api_retry,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: daemon.run(handle_signals=False))

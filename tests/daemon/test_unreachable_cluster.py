@@ -26,6 +26,8 @@ pytestmark = pytest.mark.anyio
 
 TOPOLOGY = "blocks=1,racks=1,hosts=1,gpus=8"
 TOKEN = "far-token"
+# Asked again 50 ms after the first failure, at most 0.5 s apart (not 1 s doubling to 30 s).
+QUICK_RETRY = (0.05, 0.5)
 
 
 def _free_port() -> int:
@@ -40,7 +42,7 @@ async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: P
     far_config = kubeconfig.write(
         tmp_path / "far.kubeconfig", [("far", f"http://127.0.0.1:{port}")], TOKEN
     )
-    async with SimCluster.start(topology=TOPOLOGY, seed=3) as near:
+    async with SimCluster.start(topology=TOPOLOGY, seed=3, time_scale=5) as near:
         settings = settings_for(
             near,
             tmp_path / "kbatchd.db",
@@ -52,7 +54,7 @@ async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: P
                 tick_seconds=0.1, watch_inactivity_seconds=10, cluster_sync_wait_seconds=1
             ),
         )
-        async with embedded(settings) as daemon:
+        async with embedded(settings, api_retry=QUICK_RETRY) as daemon:
             assert daemon.unsynced_clusters() == ["far"]
             near.registry.create(JOBS, "default", job("near-job", run_seconds=0.2))
 
@@ -69,6 +71,7 @@ async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: P
             async with SimCluster.start(
                 topology=TOPOLOGY,
                 seed=4,
+                time_scale=5,
                 port=port,
                 token=TOKEN,
                 name="far",
@@ -113,7 +116,7 @@ async def test_the_managed_by_question_is_asked_again_only_after_a_transient_ans
     monkeypatch.setattr(supervisor, "keeps_job_managed_by", flaky)
     async with (
         SimCluster.start(topology=TOPOLOGY, seed=5) as sim,
-        embedded(settings_for(sim, tmp_path / "kbatchd.db")) as daemon,
+        embedded(settings_for(sim, tmp_path / "kbatchd.db"), api_retry=QUICK_RETRY) as daemon,
     ):
         assert daemon.refused_job_clusters == refused
         assert len(calls) == asked
@@ -135,7 +138,7 @@ async def test_a_cluster_gone_away_logs_one_warning_a_round_not_one_a_kind(
 
     async with AsyncExitStack() as cluster:
         sim = await cluster.enter_async_context(SimCluster.start(topology=TOPOLOGY, seed=6))
-        async with embedded(settings_for(sim, tmp_path / "kbatchd.db")):
+        async with embedded(settings_for(sim, tmp_path / "kbatchd.db"), api_retry=QUICK_RETRY):
             with structlog.testing.capture_logs() as logs:
                 await cluster.aclose()  # the API server stops answering
 
