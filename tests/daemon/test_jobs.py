@@ -134,8 +134,10 @@ async def replacement_order(
 async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_does_not(
     tmp_path: Path, backend: str
 ) -> None:
+    # Pods terminate for 3 s as the annotation says, not faster: the eager replacement must come
+    # while the old pod still terminates.
     async with (
-        on_cluster(backend, tmp_path) as cluster,
+        on_cluster(backend, tmp_path, time_scale=1) as cluster,
         running_daemon(cluster.daemon_config(tmp_path)),
         kube_client(cluster.admin) as api,
     ):
