@@ -214,8 +214,10 @@ def daemon_config(
     **daemon: Any,
 ) -> Path:
     """A TOML config for `kbatchd run` against one simulated cluster, written to `tmp/NAME.toml`
-    with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, so that
-    tests of what happens after a failure stay short; the health endpoint takes a free
+    with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, and a key
+    whose decision failed (a 409, a write given up) is decided again after 0.2 s doubling to
+    5 s instead of 1 s doubling to 60 s, so that tests of what happens after a failure stay
+    short; the health endpoint takes a free
     loopback port (several daemons may run at once); `extra` is TOML appended at the end."""
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
@@ -229,6 +231,7 @@ def daemon_config(
         "[daemon]",
         "tick_seconds = 0.2",
         "watch_inactivity_seconds = 10",
+        "retry_backoff_seconds = [0.2, 5.0]",
         *(f"{key} = {json.dumps(value)}" for key, value in daemon.items()),
         extra,
     ]
