@@ -20,6 +20,9 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from kubernetes_asyncio import client, config
 
+from daemon.sim import cli as sim_cli
+from daemon.sim.cluster import SimCluster
+from daemon.sim.faults import Faults
 from events.schema import Event
 from events.store import EventLog
 
@@ -201,6 +204,35 @@ async def simulated_cluster(
         "sim", "sim", "--kubeconfig", str(kubeconfig), "--topology", topology, *args
     ) as sim:
         await sim.wait_for(lambda line: line.startswith("ready "))
+        yield sim, kubeconfig
+
+
+@asynccontextmanager
+async def simulated_cluster_here(
+    tmp: Path, *args: str, topology: str = "blocks=1,racks=2,hosts=4,gpus=8"
+) -> AsyncIterator[tuple[SimCluster, Path]]:
+    """What `simulated_cluster` serves, from this process: the same `kbatchd sim` arguments
+    (read by its own parser), a `SimCluster` on loopback in the test's event loop, serving
+    until the block ends. For tests of the daemon as a process, which need no second
+    interpreter for the cluster; yields it and its kubeconfig."""
+    kubeconfig = tmp / "kubeconfig"
+    argv = ["--kubeconfig", str(kubeconfig), "--topology", topology, *args]
+    parsed = sim_cli.parser().parse_args(argv)
+    assert parsed.clusters == 1, "one cluster here; `simulated_cluster` serves several"
+    async with SimCluster.start(
+        topology=parsed.topology or None,
+        seed=parsed.seed,
+        time_scale=parsed.time_scale,
+        faults=Faults.parse(parsed.faults, seed=parsed.seed),
+        bookmark_seconds=parsed.bookmark_seconds,
+        history=parsed.history,
+        host=parsed.host,
+        port=parsed.port,
+        token=parsed.token,
+        name="sim-0",
+        kubeconfig_path=kubeconfig,
+        not_ready_fail_seconds=parsed.not_ready_fail_seconds,
+    ) as sim:
         yield sim, kubeconfig
 
 

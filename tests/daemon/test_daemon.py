@@ -1,4 +1,5 @@
-"""`kbatchd run` as a real process against `kbatchd sim` on loopback: ingest into the log,
+"""`kbatchd run` as a real process against the simulated cluster on loopback (served from the
+test's process, as `kbatchd sim` would serve it): ingest into the log,
 clean shutdown, restart without duplicates, bounded snapshots, and the faults a real API
 server deals out."""
 
@@ -39,7 +40,7 @@ from tests.processes import (
     logged_events,
     private_mounts,
     running_daemon,
-    simulated_cluster,
+    simulated_cluster_here,
     snapshot_seqs,
     spawn,
 )
@@ -100,7 +101,7 @@ async def _phases_of(log: Path, name: str) -> list[str]:
 
 
 async def test_daemon_logs_what_the_cluster_does_and_stops_on_sigterm(tmp_path: Path) -> None:
-    async with simulated_cluster(tmp_path, "--time-scale", "10") as (_, kubeconfig):
+    async with simulated_cluster_here(tmp_path, "--time-scale", "10") as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as daemon, kube_client(kubeconfig) as api:
@@ -125,7 +126,7 @@ async def test_daemon_logs_what_the_cluster_does_and_stops_on_sigterm(tmp_path: 
 
 
 async def test_restart_appends_only_what_changed_while_down(tmp_path: Path) -> None:
-    async with simulated_cluster(tmp_path) as (_, kubeconfig):
+    async with simulated_cluster_here(tmp_path) as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         log = tmp_path / "kbatchd.db"
         async with kube_client(kubeconfig) as api:
@@ -457,8 +458,8 @@ async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_g
 
 
 async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
-    faults = "drop-watch=0.3"
-    async with simulated_cluster(tmp_path, "--faults", faults, "--seed", "3") as (_, kubeconfig):
+    faults = ("--faults", "drop-watch=0.3", "--seed", "3")
+    async with simulated_cluster_here(tmp_path, *faults) as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         log = tmp_path / "kbatchd.db"
         async with running_daemon(config) as daemon, kube_client(kubeconfig) as api:

@@ -1,5 +1,5 @@
-"""Jobs managed by kbatchd, end to end: the daemon and the simulated cluster as real
-processes, observed through a standard client."""
+"""Jobs managed by kbatchd, end to end: the daemon as a real process against the simulated
+cluster on loopback, observed through a standard client."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from tests.processes import (
     kube_client,
     logged_events,
     running_daemon,
-    simulated_cluster,
+    simulated_cluster_here,
     spawn,
 )
 
@@ -327,11 +327,9 @@ async def test_a_job_completes_exactly_through_conflicts_throttling_errors_and_c
     acted on them: the Job still completes with exactly its completions, no pod made twice."""
     completions = 12
     faults = "error-409=0.1,error-429=0.1,error-500=0.05,drop-request=0.1"
+    args = ("--faults", faults, "--seed", "9", "--time-scale", "5")
     async with (
-        simulated_cluster(tmp_path, "--faults", faults, "--seed", "9", "--time-scale", "5") as (
-            _,
-            kubeconfig,
-        ),
+        simulated_cluster_here(tmp_path, *args) as (_, kubeconfig),
         running_daemon(daemon_config(tmp_path, kubeconfig)),
         kube_client(kubeconfig) as api,
     ):

@@ -1,5 +1,5 @@
-"""JobSets managed by kbatchd, end to end: the daemon and the simulated cluster as real
-processes, observed through a standard client; every log is replayed with `--verify`."""
+"""JobSets managed by kbatchd, end to end: the daemon as a real process against the simulated
+cluster on loopback, observed through a standard client; every log is replayed with `--verify`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.processes import (
     eventually,
     kube_client,
     running_daemon,
-    simulated_cluster,
+    simulated_cluster_here,
 )
 
 pytestmark = pytest.mark.anyio
@@ -204,7 +204,7 @@ async def test_in_place_restart_keeps_all_32_pods(tmp_path: Path, backend: str) 
             "kubelet's; kwok plays pod phases, not containers, so only the simulated cluster can"
         )
     async with (
-        simulated_cluster(tmp_path) as (_, kubeconfig),
+        simulated_cluster_here(tmp_path) as (_, kubeconfig),
         running_daemon(daemon_config(tmp_path, kubeconfig)),
         kube_client(kubeconfig) as api,
     ):

@@ -25,7 +25,7 @@ from daemon.service.health import HealthServer
 from daemon.service.metrics import Metrics, reason_code
 from events.schema import Decided
 from tests.daemon.embedded import job
-from tests.processes import daemon_config, eventually, kube_client, simulated_cluster, spawn
+from tests.processes import daemon_config, eventually, kube_client, simulated_cluster_here, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -209,7 +209,7 @@ def _total(samples: dict[str, float], family: str, **labels: str) -> float:
 async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) -> None:
     # One API request in five fails: the daemon gets through, and counts what failed.
     faults = ("--faults", "error-500=0.2", "--seed", "7", "--time-scale", "10")
-    async with simulated_cluster(tmp_path, *faults) as (_, kubeconfig):
+    async with simulated_cluster_here(tmp_path, *faults) as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         async with (
             spawn("daemon", "run", "--config", str(config)) as daemon,
@@ -297,7 +297,7 @@ def test_which_health_addresses_are_loopback(address: str, loopback: bool) -> No
 async def test_health_served_beyond_loopback_gets_one_warning_at_start(
     tmp_path: Path, address: str, warned: bool
 ) -> None:
-    async with simulated_cluster(tmp_path) as (_, kubeconfig):
+    async with simulated_cluster_here(tmp_path) as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         config.write_text(config.read_text().replace('"127.0.0.1:0"', f'"{address}"'))
         async with spawn("daemon", "run", "--config", str(config)) as daemon:

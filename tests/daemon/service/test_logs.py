@@ -18,7 +18,7 @@ from kubernetes_asyncio import client
 from daemon.cli import main
 from daemon.service import logs
 from tests.daemon.embedded import job
-from tests.processes import daemon_config, eventually, kube_client, simulated_cluster, spawn
+from tests.processes import daemon_config, eventually, kube_client, simulated_cluster_here, spawn
 
 TOKEN = "sk-" + secrets.token_hex(16)
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLWJ5dGVz"
@@ -184,7 +184,7 @@ async def test_a_daemon_on_a_token_cluster_never_logs_the_token(tmp_path: Path) 
     stdout, stderr or in either file holds the token."""
     log_file = tmp_path / "kbatchd.log"
     extra = f'[logging]\nlevel = "debug"\nfile = "{log_file}"\n'
-    async with simulated_cluster(tmp_path, "--token", TOKEN, "--time-scale", "10") as (
+    async with simulated_cluster_here(tmp_path, "--token", TOKEN, "--time-scale", "10") as (
         _,
         kubeconfig,
     ):

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from daemon.service.notify import Notifier
-from tests.processes import daemon_config, simulated_cluster, spawn
+from tests.processes import daemon_config, simulated_cluster_here, spawn
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ async def test_ready_watchdog_and_stopping_arrive_in_order(
                 received.extend(sock.recv(4096).decode().splitlines())
 
     env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "400000"}
-    async with simulated_cluster(tmp_path) as (_, kubeconfig):
+    async with simulated_cluster_here(tmp_path) as (_, kubeconfig):
         config = daemon_config(tmp_path, kubeconfig)
         async with spawn("daemon", "run", "--config", str(config), env=env) as daemon:
             await collect("READY=1")

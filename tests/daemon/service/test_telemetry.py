@@ -35,7 +35,7 @@ from daemon.sim.server import ApiServer
 from events.objects import Job
 from events.schema import Observed
 from tests.daemon.embedded import embedded, job, settings_for
-from tests.processes import daemon_config, eventually, kube_client, simulated_cluster, spawn
+from tests.processes import daemon_config, eventually, kube_client, simulated_cluster_here, spawn
 
 pytestmark = pytest.mark.anyio
 
@@ -244,7 +244,7 @@ async def test_a_running_daemon_exports_over_otlp_when_the_environment_says(
 ) -> None:
     async with (
         receiver() as collector,
-        simulated_cluster(tmp_path, "--time-scale", "10") as (
+        simulated_cluster_here(tmp_path, "--time-scale", "10") as (
             _,
             kubeconfig,
         ),

@@ -1,5 +1,5 @@
-"""The replay tools on a log the daemon really wrote: `kbatchd sim` and `kbatchd run` as
-processes, two GPU Jobs (an Indexed one that completes, one whose pods fail until its back-off
+"""The replay tools on a log the daemon really wrote: `kbatchd run` as a process against the
+simulated cluster, two GPU Jobs (an Indexed one that completes, one whose pods fail until its back-off
 limit), then `kbatchd replay` --explain, --timeline (its page in a headless browser), the
 JSON lines round trip, and logs of an older and a newer schema."""
 
@@ -29,7 +29,7 @@ from tests.processes import (
     eventually,
     kube_client,
     running_daemon,
-    simulated_cluster,
+    simulated_cluster_here,
     stderr_on_a_terminal,
 )
 
@@ -86,7 +86,7 @@ async def _settled(path: Path) -> bool:
 
 async def _run(tmp: Path) -> None:
     async with (
-        simulated_cluster(tmp) as (_, kubeconfig),
+        simulated_cluster_here(tmp) as (_, kubeconfig),
         running_daemon(daemon_config(tmp, kubeconfig)) as daemon,
         kube_client(kubeconfig) as api,
     ):
