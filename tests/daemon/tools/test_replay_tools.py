@@ -1,7 +1,7 @@
 """The replay tools on a log the daemon really wrote: `kbatchd run` as a process against the
-simulated cluster, two GPU Jobs (an Indexed one that completes, one whose pods fail until its back-off
-limit), then `kbatchd replay` --explain, --timeline (its page in a headless browser), the
-JSON lines round trip, and logs of an older and a newer schema."""
+simulated cluster, two GPU Jobs (an Indexed one that completes, one whose pods fail until its
+back-off limit), then `kbatchd replay` --explain, --timeline (its page in a headless browser),
+the JSON lines round trip, and logs of an older and a newer schema."""
 
 from __future__ import annotations
 
