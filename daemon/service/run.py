@@ -46,7 +46,8 @@ def build(
 ) -> Daemon:
     """The daemon for `settings`: its reconcilers (`rules`, else those the settings turn on),
     its traces and metrics (off and private unless given), the provenance record it logs at
-    each start, and how soon it asks a cluster again (`api_retry`). Construct inside a running event loop."""
+    each start, and how soon it asks a cluster again (`api_retry`). Construct inside a running
+    event loop."""
     wiring.wire()
     return Daemon(
         settings,

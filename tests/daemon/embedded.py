@@ -11,13 +11,13 @@ from typing import Any
 import anyio
 from kubernetes_asyncio import client, config
 
+from daemon.runtime.supervisor import API_RETRY
 from daemon.runtime.supervisor import Daemon as Supervisor
 from daemon.service import run
 from daemon.service.config import Cluster, Daemon, LeaderElection, Settings
 from daemon.service.metrics import Metrics
 from daemon.service.telemetry import Tracing
 from daemon.sim.cluster import SimCluster
-from daemon.runtime.supervisor import API_RETRY
 
 MANAGER = "kbatchd.dev/job-controller"
 
