@@ -1,13 +1,21 @@
-"""What every reconciler shares: the decision it returns and the protocol it follows."""
+"""The contract every controller follows: one `Controller` per package (its name, its part
+of the fold, and its reconciler built from the settings), the `Reconciler` that decides, and
+the `Decision` it returns."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
+from events.hooks import FoldHooks
 from events.intents import Intent
 from events.state import State
+
+if TYPE_CHECKING:  # the settings are the service's; a controller reads its own section
+    from daemon.service.config import Settings
 
 
 class Decision(msgspec.Struct, frozen=True):
@@ -56,3 +64,15 @@ def split_ref(ref: str) -> tuple[str, str, str, str]:
     """``Kind/cluster/namespace/name`` → its four parts."""
     kind, cluster, namespace, name = ref.split("/", 3)
     return kind, cluster, namespace, name
+
+
+@dataclass(frozen=True)
+class Controller:
+    """One controller as the daemon wires it (`daemon.service.wiring.CONTROLLERS`): what it
+    folds beside the objects (`fold`: its projection and indexes, and the keys a change makes
+    dirty) and its reconciler, built from the settings (`build`; its section of
+    ``[reconcilers]`` is named `name`, with an ``enabled`` switch)."""
+
+    name: str
+    fold: FoldHooks
+    build: Callable[[Settings], Reconciler]

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.base import Controller, Decision, split_ref
 from daemon.controllers.gang import ratios
 from daemon.controllers.gang.place import (
     ClusterView,
@@ -64,7 +64,7 @@ from daemon.controllers.gang.place import (
     pod_set,
     short_of,
 )
-from daemon.controllers.gang.projection import QUEUE, dirty_group, workload_name
+from daemon.controllers.gang.projection import FOLD, QUEUE, dirty_group, workload_name
 from daemon.controllers.gang.spec import (
     DEFAULT_LEADER_TEMPLATE,
     EVICTIONS,
@@ -116,6 +116,9 @@ ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_R
 # before it stops: a bound on the pass's work, not on who gets room (every waiting group is
 # also retried on its own schedule).
 QUEUE_LOOKAHEAD: Final = 32
+
+if TYPE_CHECKING:
+    from daemon.service.config import Settings
 
 
 def backoff_ms(evictions: int, base_ms: int, max_ms: int) -> int:
@@ -1059,3 +1062,19 @@ class GangReconciler:
         if not keys:
             return None, None
         return min(keys, key=levels.index), None
+
+
+def _configured(settings: Settings) -> GangReconciler:
+    gang = settings.reconcilers.gang
+    return GangReconciler(
+        scheduler_name=gang.scheduler_name,
+        ready_timeout_ms=int(gang.ready_timeout_seconds * 1000) or None,
+        backoff_base_ms=int(gang.backoff_base_seconds * 1000),
+        backoff_max_ms=int(gang.backoff_max_seconds * 1000),
+        max_evictions=gang.max_evictions,
+        retry_max_ms=int(gang.retry_max_seconds * 1000),
+        ratio_level=gang.ratio_level,
+    )
+
+
+CONTROLLER: Final = Controller("gang", FOLD, _configured)

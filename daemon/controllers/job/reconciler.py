@@ -33,11 +33,12 @@ new pods are numbered and named so that no name recurs in the Job's life (`jobpo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.base import Controller, Decision, split_ref
 from daemon.controllers.job import backoff
 from daemon.controllers.job.pods import owned_pods, release_patch
+from daemon.controllers.job.projection import FOLD
 from daemon.controllers.job.spec import JobSpecError, managed_by, view_job
 from daemon.controllers.job.sync import Sync
 from events.intents import Patch
@@ -47,6 +48,9 @@ from events.state import State
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
 DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
 DEFAULT_READY_DECREASE_GRACE_MS: Final = 0
+
+if TYPE_CHECKING:
+    from daemon.service.config import Settings
 
 
 @dataclass(frozen=True)
@@ -152,3 +156,18 @@ class JobReconciler:
             f"finalizer from {len(holding)} pod(s)",
             tuple(self.release(cluster, pod) for pod in holding),
         )
+
+
+def _configured(settings: Settings) -> JobReconciler:
+    job = settings.reconcilers.job
+    stuck = job.stuck_terminating_after_seconds
+    return JobReconciler(
+        managed_by=job.managed_by,
+        stuck_terminating_after_ms=int(stuck * 1000) if stuck else None,
+        backoff_base_ms=int(job.backoff_base_seconds * 1000),
+        backoff_max_ms=int(job.backoff_max_seconds * 1000),
+        ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
+    )
+
+
+CONTROLLER: Final = Controller("job", FOLD, _configured)

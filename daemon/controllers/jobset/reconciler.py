@@ -21,16 +21,17 @@ cluster without the webhook accepts — is refused: decision reason ``InvalidJob
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.base import Controller, Decision, split_ref
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER as JOB_MANAGER
 from daemon.controllers.job.spec import managed_by
 from daemon.controllers.job.status import parse_time
 from daemon.controllers.jobset import failure, inplace, order
 from daemon.controllers.jobset.jobs import Child, Children, classify, count, job_body
+from daemon.controllers.jobset.projection import FOLD
 from daemon.controllers.jobset.service import missing_service
 from daemon.controllers.jobset.spec import (
     FAILED,
@@ -55,6 +56,9 @@ DEFAULT_MANAGER: Final = "kbatchd.dev/jobset-controller"
 INVALID: Final = "InvalidJobSet"
 # Listed by name in a reason at most this many times; the rest are counted.
 _LISTED: Final = 5
+
+if TYPE_CHECKING:
+    from daemon.service.config import Settings
 
 
 @dataclass(frozen=True)
@@ -412,3 +416,13 @@ def resume_patch(job: Job, rj: ReplicatedJob) -> dict[str, Any]:
             **({"spec": patch_spec} if patch_spec else {}),
         }
     return patch
+
+
+def _configured(settings: Settings) -> JobSetReconciler:
+    return JobSetReconciler(
+        managed_by=settings.reconcilers.jobset.managed_by,
+        job_managed_by=settings.reconcilers.job.managed_by,
+    )
+
+
+CONTROLLER: Final = Controller("jobset", FOLD, _configured)
