@@ -30,16 +30,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from daemon.controllers.job.pods import completion_index, is_active
-from daemon.controllers.jobset.spec import (
+from daemon.controllers.labels import (
     EXCLUSIVE_TOPOLOGY,
     JOB_KEY,
     JOBSET_NAME,
+    JOBSET_PREFIX,
     NODE_SELECTOR_STRATEGY,
-    PREFIX,
 )
 from events.objects import Node, Pod
 
-PRIORITY: Final = PREFIX + "priority"
+PRIORITY: Final = JOBSET_PREFIX + "priority"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 VIOLATION_REASON: Final = "ExclusivePlacementViolation"
 VIOLATION_MESSAGE: Final = "Pod violated JobSet exclusive placement policy"

@@ -9,7 +9,7 @@ accepts. The accounting protocol is described in `daemon.controllers.job.reconci
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from daemon.controllers.base import Decision
 from daemon.controllers.job import backoff, exclusive, podfailure
@@ -24,6 +24,7 @@ from daemon.controllers.job.pods import (
     pod_body,
     pod_name,
     pods_for_removal,
+    release_patch,
 )
 from daemon.controllers.job.projection import finish_time
 from daemon.controllers.job.ready import hold_ready_drop
@@ -47,8 +48,21 @@ from events.intents import Create, Delete, Intent, Patch
 from events.objects import Pod, rfc3339
 from events.state import State
 
-if TYPE_CHECKING:
-    from daemon.controllers.job.reconciler import JobReconciler
+
+class Options(Protocol):
+    """What a sync reads of the Job reconciler's settings (`reconciler.JobReconciler`)."""
+
+    @property
+    def finalizer(self) -> str: ...
+    @property
+    def stuck_terminating_after_ms(self) -> int | None: ...
+    @property
+    def backoff_base_ms(self) -> int: ...
+    @property
+    def backoff_max_ms(self) -> int: ...
+    @property
+    def ready_decrease_grace_ms(self) -> int: ...
+
 
 # upstream MaxPodCreateDeletePerSync and MaxUncountedPods
 MAX_POD_CHANGES: Final = 500
@@ -128,7 +142,7 @@ class Sync:
 
     def __init__(
         self,
-        rec: JobReconciler,
+        rec: Options,
         state: State,
         cluster: str,
         view: JobView,
@@ -816,7 +830,10 @@ class Sync:
                     precondition_rv=job.rv,
                 )
             )
-        intents += [rec.release(cluster, pod) for pod in sorted(self.plan.releases, key=_name)]
+        intents += [
+            release_patch(cluster, pod, rec.finalizer)
+            for pod in sorted(self.plan.releases, key=_name)
+        ]
         stamp = rfc3339(self.now)
         intents += [
             Patch(

@@ -13,13 +13,21 @@ from typing import Any, Final
 
 import msgspec
 
+from daemon.controllers.labels import (
+    EXCLUSIVE_TOPOLOGY,
+    JOB_KEY,
+    JOBSET_NAME,
+    JOBSET_PREFIX,
+    NODE_SELECTOR_STRATEGY,
+)
 from events.objects import JobSet
+
+__all__ = ["EXCLUSIVE_TOPOLOGY", "JOBSET_NAME", "JOB_KEY", "NODE_SELECTOR_STRATEGY"]
 
 # -- names the API defines ----------------------------------------------------------------------
 
 API_VERSION: Final = "jobset.x-k8s.io/v1alpha2"
-PREFIX: Final = "jobset.sigs.k8s.io/"
-JOBSET_NAME: Final = PREFIX + "jobset-name"
+PREFIX: Final = JOBSET_PREFIX
 JOBSET_UID: Final = PREFIX + "jobset-uid"
 REPLICATED_JOB_NAME: Final = PREFIX + "replicatedjob-name"
 RESTART_ATTEMPT: Final = PREFIX + "restart-attempt"
@@ -27,7 +35,6 @@ JOB_RESTART_ATTEMPT: Final = PREFIX + "job-restart-attempt"
 REPLICATED_JOB_REPLICAS: Final = PREFIX + "replicatedjob-replicas"
 GLOBAL_REPLICAS: Final = PREFIX + "global-replicas"
 JOB_INDEX: Final = PREFIX + "job-index"
-JOB_KEY: Final = PREFIX + "job-key"
 JOB_GLOBAL_INDEX: Final = PREFIX + "job-global-index"
 GROUP_NAME: Final = PREFIX + "group-name"
 GROUP_REPLICAS: Final = PREFIX + "group-replicas"
@@ -35,8 +42,6 @@ JOB_GROUP_INDEX: Final = PREFIX + "job-group-index"
 COORDINATOR: Final = PREFIX + "coordinator"
 IN_PLACE_RESTART_ATTEMPT: Final = PREFIX + "in-place-restart-attempt"
 DISABLE_IN_PLACE_RESTART: Final = PREFIX + "disable-in-place-restart"
-EXCLUSIVE_TOPOLOGY: Final = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-NODE_SELECTOR_STRATEGY: Final = "alpha.jobset.sigs.k8s.io/node-selector"
 NAMESPACED_JOB: Final = "alpha.jobset.sigs.k8s.io/namespaced-job"
 NO_SCHEDULE_TAINT: Final = "alpha.jobset.sigs.k8s.io/no-schedule"
 # The upstream controller's own name in `spec.managedBy` (reserved: never kbatchd's).
