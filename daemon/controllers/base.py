@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -58,6 +58,26 @@ class Queueing(Protocol):
     def queues(self) -> frozenset[str]: ...
 
     def release(self, state: State, queue: str) -> list[str]: ...
+
+
+class Cycle(Protocol):
+    """The decisions of one pass that share a snapshot of the state (`Cycling`)."""
+
+    def release(self, queue: str) -> list[str]: ...
+
+    def decide(self, key: str, now: int) -> Decision | None: ...
+
+
+@runtime_checkable
+class Cycling(Protocol):
+    """A reconciler whose decisions in one pass are one scheduling cycle: made from one
+    snapshot, in the order its queues release them, each seeing what the ones before it
+    took (gang admission). `memo` is what it keeps between cycles, which the runtime holds
+    for it, so that the reconciler itself stays a value."""
+
+    def memo(self) -> Any: ...
+
+    def cycle(self, state: State, memo: Any) -> Cycle: ...
 
 
 def split_ref(ref: str) -> tuple[str, str, str, str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
-from daemon.controllers.base import Decision, Queueing, Reconciler
+from daemon.controllers.base import Cycle, Cycling, Decision, Queueing, Reconciler
 from events.schema import Decided
 from events.state import State
 
@@ -80,47 +80,94 @@ class Verdict(msgspec.Struct, frozen=True):
 
 
 class Released(msgspec.Struct, frozen=True):
-    keys: set[str]
+    # In the order to decide them: what the queues released, in queue order, then the rest.
+    keys: list[str]
     # A queue whose reconciler raised releasing from it: the queue key, its error reason (as
     # `attempt` words it) and the traceback. Its waiting keys are not decided in this pass.
     failed: list[Verdict]
 
 
-def released(state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]) -> Released:
-    """`keys` with every queue key replaced by the keys its reconciler releases from it."""
-    found = set(keys)
+class Pass:
+    """One pass of the reconcilers over one state: the scheduling cycle of each that runs
+    one (`Cycling`), begun on first use with the memo the caller keeps for it."""
+
+    def __init__(self, state: State, memos: dict[str, Any] | None = None) -> None:
+        self.state = state
+        self._memos = {} if memos is None else memos
+        self._cycles: dict[str, Cycle] = {}
+
+    def cycle(self, reconciler: Reconciler) -> Cycle | None:
+        if not isinstance(reconciler, Cycling):
+            return None
+        found = self._cycles.get(reconciler.name)
+        if found is None:
+            memo = self._memos.get(reconciler.name)
+            if memo is None:
+                memo = self._memos[reconciler.name] = reconciler.memo()
+            found = self._cycles[reconciler.name] = reconciler.cycle(self.state, memo)
+        return found
+
+    def release(self, reconciler: Queueing, queue: str) -> list[str]:
+        cycle = self.cycle(reconciler)  # type: ignore[arg-type]
+        if cycle is not None:
+            return cycle.release(queue)
+        return reconciler.release(self.state, queue)
+
+    def attempt(self, reconciler: Reconciler, key: str) -> tuple[Decision | None, str | None]:
+        cycle = self.cycle(reconciler)
+        if cycle is None:
+            return attempt(self.state, reconciler, key)
+        try:
+            return cycle.decide(key, self.state.now), None
+        except Exception as exc:
+            return Decision(_error_reason(exc)), traceback.format_exc()
+
+
+def released(
+    state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str], run: Pass | None = None
+) -> Released:
+    """`keys` with every queue key replaced by the keys its reconciler releases from it: those
+    first, in the order released (a queue's own order), then the others sorted."""
+    run = Pass(state) if run is None else run
+    rest = set(keys)
+    first: dict[str, None] = {}
     failed: list[Verdict] = []
     for reconciler in reconcilers:
         if not isinstance(reconciler, Queueing):
             continue
         queues = reconciler.queues
-        for queue in [k for k in found if k.split("/", 1)[0] in queues]:
-            found.discard(queue)
+        for queue in sorted(k for k in rest if k.split("/", 1)[0] in queues):
+            rest.discard(queue)
             try:
-                found.update(reconciler.release(state, queue))
+                first.update(dict.fromkeys(run.release(reconciler, queue)))
             except Exception as exc:
                 # As in `attempt`: a bug here costs the queue this pass, not the daemon. Not
                 # a decision (a queue is no object), so not logged as one; the daemon logs it.
                 reason, trace = _error_reason(exc), traceback.format_exc()
                 failed.append(Verdict(queue, Decision(reason), None, trace, queue=True))
-    return Released(found, failed)
+    return Released([*first, *sorted(rest - first.keys())], failed)
 
 
 def decide_all(
-    state: State, reconcilers: Sequence[Reconciler], keys: Iterable[str]
+    state: State,
+    reconcilers: Sequence[Reconciler],
+    keys: Iterable[str],
+    memos: dict[str, Any] | None = None,
 ) -> list[Verdict]:
     """Every reconciler that handles a key's kind, over every key that may be decided, in a
-    stable order (sorted keys, reconcilers in the order given)."""
-    release = released(state, reconcilers, keys)
+    stable order (`released`; reconcilers in the order given). `memos`: what the reconcilers
+    that run a scheduling cycle keep between passes, held by the caller."""
+    run = Pass(state, memos)
+    release = released(state, reconcilers, keys, run)
     results: list[Verdict] = list(release.failed)
-    for key in sorted(release.keys):
+    for key in release.keys:
         if not may_decide(state, key):
             continue
         kind = key.split("/", 1)[0]
         for reconciler in reconcilers:
             if kind not in reconciler.kinds:
                 continue
-            decision, error = attempt(state, reconciler, key)
+            decision, error = run.attempt(reconciler, key)
             if decision is not None:
                 event = _event(state, reconciler, key, decision)
                 results.append(Verdict(key, decision, event, error))

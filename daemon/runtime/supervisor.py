@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import aiohttp
 import anyio
@@ -140,6 +140,8 @@ class Daemon:
         self._actions, self._action_rx = anyio.create_memory_object_stream[Action](math.inf)
         first, cap = (int(s * 1000) for s in settings.daemon.retry_backoff_seconds)
         self._requeues = Requeues(first, cap)
+        # What the reconcilers that run a scheduling cycle keep between passes (`decide_all`).
+        self._memos: dict[str, Any] = {}
         self._since_snapshot = 0
         self._clusters = tuple(c.name for c in settings.clusters)
         # Per cluster, shared by its discovery, its managedBy question and its informers.
@@ -771,7 +773,7 @@ class Daemon:
         else:
             keys = {key for key in ready if self._decidable(key)}
         began, started = time.time_ns(), time.perf_counter()
-        verdicts = decide_all(self.state, self.reconcilers, keys)
+        verdicts = decide_all(self.state, self.reconcilers, keys, self._memos)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
         decided = time.time_ns()
         for verdict in verdicts:

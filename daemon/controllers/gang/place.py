@@ -275,7 +275,8 @@ def domain_with_room(
 
 
 class Pass:
-    """What every gang decision made from one state shares."""
+    """What every gang decision made from one state shares: each cluster's view, built on
+    first use and charged by the admissions decided from it (`ClusterView.assume`)."""
 
     def __init__(self, state: State) -> None:
         self.state = state
@@ -292,23 +293,6 @@ class Pass:
         if view is None:
             view = self._clusters[name] = ClusterView(self.state, name)
         return view
-
-
-class Passes:
-    """The reconciler's memo of the pass in progress. Holding the state itself (not its id)
-    means a new state can never be mistaken for the old one. A key decided twice from one
-    state (never by the daemon; maybe by a tool) starts a fresh pass, so that it is not
-    charged for its own first answer."""
-
-    def __init__(self) -> None:
-        self._current: Pass | None = None
-
-    def get(self, state: State, key: str) -> Pass:
-        current = self._current
-        if current is None or not current.current_for(state) or key in current.decided:
-            current = self._current = Pass(state)
-        current.decided.add(key)
-        return current
 
 
 # -- placing one group --------------------------------------------------------------------------

@@ -44,7 +44,7 @@ each other; every other PodGroup is decided at its own key.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from daemon.controllers.base import Controller, Decision, split_ref
@@ -52,7 +52,6 @@ from daemon.controllers.gang import ratios
 from daemon.controllers.gang.place import (
     ClusterView,
     Pass,
-    Passes,
     Restrict,
     Slots,
     anchor,
@@ -334,10 +333,30 @@ class _Step:
         return Decision("; ".join(self.reasons), intents, self.requeue)
 
 
+class Cycle(Pass):
+    """One scheduling cycle of gang admission, as kube-scheduler and Kueue run theirs:
+    a snapshot of the state (`Pass`: each cluster's nodes and their free room, decided binds
+    included), the waiting groups released from it in queue order and decided in that
+    order, each admission assumed into the snapshot as it is decided, so that the groups
+    after it see its room as taken. `reads` are the groups read in earlier cycles (`Reads`),
+    which the runtime keeps between them (`GangReconciler.memo`)."""
+
+    def __init__(self, reconciler: GangReconciler, state: State, reads: Reads) -> None:
+        super().__init__(state)
+        self.reconciler = reconciler
+        self.reads = reads
+
+    def release(self, queue: str) -> list[str]:
+        return self.reconciler.release_in(self, queue)
+
+    def decide(self, key: str, now: int) -> Decision | None:
+        return self.reconciler.decide_in(self, key, now)
+
+
 @dataclass(frozen=True)
 class GangReconciler:
-    """The gang scheduler's settings; `decide` is pure (see `gangplace.Pass` for the one
-    memo it keeps, which changes no answer)."""
+    """The gang scheduler's settings. Its decisions are made in a `Cycle`; `decide` and
+    `release` on their own make each a cycle of its own."""
 
     scheduler_name: str = DEFAULT_SCHEDULER
     # None: no ready timeout.
@@ -351,8 +370,6 @@ class GangReconciler:
     # The level a role-ratio unit stays inside when the Workload does not say; "" = the level
     # above the lowest.
     ratio_level: str = ""
-    passes: Passes = field(default_factory=Passes, compare=False, repr=False, hash=False)
-    reads: Reads = field(default_factory=Reads, compare=False, repr=False, hash=False)
 
     @property
     def name(self) -> str:
@@ -366,7 +383,21 @@ class GangReconciler:
     def queues(self) -> frozenset[str]:
         return frozenset({QUEUE})
 
+    def memo(self) -> Reads:
+        """What the runtime keeps for this reconciler between cycles."""
+        return Reads()
+
+    def cycle(self, state: State, memo: Reads | None = None) -> Cycle:
+        """A scheduling cycle over `state` (`memo`: from `memo`, kept between cycles)."""
+        return Cycle(self, state, Reads() if memo is None else memo)
+
     def release(self, state: State, queue: str) -> list[str]:
+        return self.cycle(state).release(queue)
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None:
+        return self.cycle(state).decide(key, now)
+
+    def release_in(self, run: Cycle, queue: str) -> list[str]:
         """The keys to decide now that room was released on a cluster: its waiting groups,
         oldest first, as many as the free room holds when each takes what its pending
         members request — from the whole cluster, and from one domain of the level it
@@ -374,12 +405,13 @@ class GangReconciler:
         waiting workload at every change. A group whose admission is in flight (the writes
         of its decision not seen yet) is passed over: its binds take their room already
         (`State.assumed`), and it may not be decided before they are seen anyway."""
+        state = run.state
         cluster = queue.split("/", 1)[1]
-        self.reads.prune(state)
+        run.reads.prune(state)
         waiting = state.gang_queue.get(cluster)
         if not waiting:
             return []
-        view = self.passes.get(state, queue).cluster(cluster)
+        view = run.cluster(cluster)
         budgets: dict[str | None, dict[tuple[str, ...], dict[str, int]]] = {}
 
         def budget(level: str | None) -> dict[tuple[str, ...], dict[str, int]]:
@@ -388,13 +420,13 @@ class GangReconciler:
                 found = budgets[level] = {d: dict(a) for d, a in view.room(level).items()}
             return found
 
-        keys: set[str] = set()
+        keys: dict[str, None] = {}  # in queue order
         passed = 0
         awaiting = state.awaiting
         for _, group_key in waiting:
             if f"PodGroup/{group_key}" in awaiting:
                 continue  # admitted, its binds in flight: they take their room already
-            group = self._read(state, cluster, group_key, remember=True)
+            group = self._read(run, cluster, group_key, remember=True)
             if group is None or not group.members.pending:
                 continue  # waiting for members, not room: their arrival wakes it
             workload = group.spec.workload
@@ -419,12 +451,14 @@ class GangReconciler:
             for room in takes:
                 for name, amount in need.items():
                     room[name] = room.get(name, 0) - amount
-            dirty_group(state, group_key, keys)
-        return sorted(keys)
+            released: set[str] = set()
+            dirty_group(state, group_key, released)
+            keys.update(dict.fromkeys(sorted(released)))
+        return list(keys)
 
-    def decide(self, state: State, key: str, now: int) -> Decision | None:
+    def decide_in(self, run: Cycle, key: str, now: int) -> Decision | None:
+        state = run.state
         kind, cluster, namespace, name = split_ref(key)
-        run = self.passes.get(state, key)
         if kind == "PodGroup":
             return self._decide_group(state, run, cluster, namespace, name, now)
         if kind == "Workload":
@@ -439,11 +473,12 @@ class GangReconciler:
         return members((pods[k] for k in keys if k in pods), self.scheduler_name)
 
     def _read(
-        self, state: State, cluster: str, group_key: str, *, remember: bool = False
+        self, run: Cycle, cluster: str, group_key: str, *, remember: bool = False
     ) -> _Group | None:
-        """The group and its members; `remember`: keep the read for later passes (waiting
+        """The group and its members; `remember`: keep the read for later cycles (waiting
         groups, which `release` looks at again and again)."""
-        read = self.reads.get(state, group_key)
+        state = run.state
+        read = run.reads.get(state, group_key)
         if read is not None:
             return read
         group = state.podgroups.get(group_key)
@@ -451,7 +486,7 @@ class GangReconciler:
             return None
         read = self._read_afresh(state, cluster, group_key, group)
         if remember:
-            self.reads.put(state, group_key, group, read)
+            run.reads.put(state, group_key, group, read)
         return read
 
     def _read_afresh(self, state: State, cluster: str, group_key: str, group: PodGroup) -> _Group:
@@ -493,9 +528,9 @@ class GangReconciler:
     # -- a PodGroup on its own --------------------------------------------------------------
 
     def _decide_group(
-        self, state: State, run: Pass, cluster: str, namespace: str, name: str, now: int
+        self, state: State, run: Cycle, cluster: str, namespace: str, name: str, now: int
     ) -> Decision | None:
-        group = self._read(state, cluster, f"{cluster}/{namespace}/{name}")
+        group = self._read(run, cluster, f"{cluster}/{namespace}/{name}")
         if group is None or not group.members.ours:
             # Not kbatchd's group (or no member yet: nothing to say about it).
             return None
@@ -789,21 +824,22 @@ class GangReconciler:
 
     # -- coordinated Workloads --------------------------------------------------------------
 
-    def _groups_of(self, state: State, cluster: str, namespace: str, workload: str) -> list[_Group]:
+    def _groups_of(self, run: Cycle, cluster: str, namespace: str, workload: str) -> list[_Group]:
         found: list[_Group] = []
-        for key in sorted(state.workload_groups.get(f"{cluster}/{namespace}/{workload}", ())):
-            group = self._read(state, cluster, key)
+        workload_key = f"{cluster}/{namespace}/{workload}"
+        for key in sorted(run.state.workload_groups.get(workload_key, ())):
+            group = self._read(run, cluster, key)
             if group is not None and group.members.ours:
                 found.append(group)
         return found
 
     def _decide_workload(
-        self, state: State, run: Pass, cluster: str, namespace: str, name: str, now: int
+        self, state: State, run: Cycle, cluster: str, namespace: str, name: str, now: int
     ) -> Decision | None:
         workload = state.workloads.get(f"{cluster}/{namespace}/{name}")
         if workload is None or not self._coordinated(workload):
             return None
-        groups = self._groups_of(state, cluster, namespace, name)
+        groups = self._groups_of(run, cluster, namespace, name)
         if not groups:
             return None
         step = _Step(now)

@@ -12,7 +12,7 @@ import msgspec
 
 from daemon.controllers.base import Decision
 from daemon.controllers.gang.reconciler import GangReconciler
-from daemon.controllers.runner import released
+from daemon.controllers.runner import Pass, released
 from daemon.sim import topology as sim_topology
 from daemon.sim.patch import merge_patch, strategic_merge_patch
 from events.fold import fold
@@ -166,6 +166,10 @@ class World:
         self.state.now = T0
         self.rec = rec
         self.dirty: set[str] = set()
+        # What the runtime keeps between scheduling cycles, and the cycle of the state as it
+        # stands: decisions from one state share it, as the runner's pass does.
+        self.memos: dict[str, Any] = {}
+        self._cycle: tuple[tuple[int, int], Pass] | None = None
         for obj in objects:
             self.observe(obj, "ADDED")
 
@@ -180,7 +184,14 @@ class World:
         self.dirty |= dirty
         # What the runner would decide: a cluster's gang queue stands for the waiting groups
         # it releases.
-        return released(self.state, [self.rec], dirty).keys
+        return set(released(self.state, [self.rec], dirty, self.cycle()).keys)
+
+    def cycle(self) -> Pass:
+        """The runner's pass over the state as it stands (a new one once it changed)."""
+        at = (self.state.seq, self.state.now)
+        if self._cycle is None or self._cycle[0] != at:
+            self._cycle = (at, Pass(self.state, self.memos))
+        return self._cycle[1]
 
     def add(self, *objects: SlimObject) -> None:
         for obj in objects:
@@ -193,7 +204,9 @@ class World:
         fold(self.state, self.state.seq + 1, Tick(at=self.now + ms))
 
     def decide(self, ref: str) -> Decision | None:
-        return self.rec.decide(self.state, ref, self.now)
+        decision, error = self.cycle().attempt(self.rec, ref)
+        assert error is None, error
+        return decision
 
     def log(self, ref: str, decision: Decision) -> int:
         """Fold the decision as the daemon logs it (in flight until outcomes and the watch

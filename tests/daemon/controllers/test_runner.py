@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -414,7 +415,68 @@ def test_a_queue_whose_release_raises_costs_that_queue_this_pass() -> None:
     )
     assert failed.error is not None
     assert "LookupError" in failed.error
+    # What a queue released first, in its order, then the other keys.
     assert [(v.key, v.decision.reason, v.queue) for v in decided] == [
-        (JOB, "Fine", False),
         (JOB2, "Fine", False),
+        (JOB, "Fine", False),
     ]
+
+
+class FifoCycle:
+    """A fake scheduling cycle: releases its queue's keys oldest first and records, in order,
+    what it is asked to decide; each decision's reason says how many came before it."""
+
+    def __init__(self, order: list[str], seen: list[str]) -> None:
+        self._order = order
+        self.seen = seen
+
+    def release(self, queue: str) -> list[str]:
+        return list(self._order)
+
+    def decide(self, key: str, now: int) -> Decision | None:
+        self.seen.append(key)
+        return Decision(f"Decided: {len(self.seen) - 1} before")
+
+
+class Fifo(Constant):
+    """A fake cycling reconciler (`Cycling`) whose cycles share the list of what was decided."""
+
+    def __init__(self, order: list[str]) -> None:
+        super().__init__("fifo", frozenset({"Job"}), None)
+        self._order = order
+        self.memos: list[list[str]] = []
+
+    @property
+    def queues(self) -> frozenset[str]:
+        return frozenset({"Queue"})
+
+    def release(self, state: State, queue: str) -> list[str]:
+        return list(self._order)
+
+    def memo(self) -> list[str]:
+        self.memos.append([])
+        return self.memos[-1]
+
+    def cycle(self, state: State, memo: list[str]) -> FifoCycle:
+        return FifoCycle(self._order, memo)
+
+
+OLDER, YOUNGER = "Job/c1/ns/zz-waiting-longest", "Job/c1/ns/aa-waiting-since"
+
+
+@pytest.mark.parametrize("dirty", [["Queue/c1", JOB], ["Queue/c1", JOB, YOUNGER]])
+def test_what_a_queue_releases_is_decided_first_in_the_queue_s_order_in_one_cycle(
+    dirty: list[str],
+) -> None:
+    """Room is charged in the order the queue holds its keys (the oldest first), not in the
+    keys' sorted order, and one pass is one cycle."""
+    reconciler = Fifo([OLDER, YOUNGER])
+    memos: dict[str, Any] = {}
+    verdicts = decide_all(state_at(700), [reconciler], dirty, memos)
+    assert [(v.key, v.decision.reason) for v in verdicts] == [
+        (OLDER, "Decided: 0 before"),
+        (YOUNGER, "Decided: 1 before"),
+        (JOB, "Decided: 2 before"),
+    ]
+    decide_all(state_at(800), [reconciler], dirty, memos)
+    assert len(reconciler.memos) == 1  # the memo is the caller's, kept between passes
