@@ -53,20 +53,21 @@ from daemon.kube.ingest import (
     UNANSWERED,
     Backoff,
     Informer,
-    Reachability,
     error_code,
     now_ms,
 )
 from daemon.kube.notes import notes_for
 from daemon.kube.recorder import Recorder
 from daemon.kube.resources import CANDIDATES, Resource
+from daemon.runtime.clusters import Clusters
 from daemon.runtime.leader import Elector, default_identity
 from daemon.runtime.requeue import Requeues
+from daemon.runtime.snapshots import Snapshots
 from events.fold import fold
 from events.objects import SlimObject
 from events.replay import rebuild
 from events.schema import Decided, Event, Observed, Outcome, Started, Tick
-from events.state import State, encode_state, snapshot_due
+from events.state import State
 from events.store import EventLog, LogStorageError
 
 if TYPE_CHECKING:  # handed in by the service that builds the daemon (`daemon.service.run`)
@@ -142,26 +143,14 @@ class Daemon:
         self._requeues = Requeues(first, cap)
         # What the reconcilers that run a scheduling cycle keep between passes (`decide_all`).
         self._memos: dict[str, Any] = {}
-        self._since_snapshot = 0
-        self._clusters = tuple(c.name for c in settings.clusters)
-        # Per cluster, shared by its discovery, its managedBy question and its informers.
-        first_retry, retry_cap = api_retry
-        self._reachability = {
-            name: Reachability(name, first=first_retry, cap=retry_cap) for name in self._clusters
-        }
-        self.metrics.seed([r.name for r in self.reconcilers], self._clusters)
+        self._snapshots = Snapshots(settings.daemon.snapshot_every, settings.daemon.keep_snapshots)
+        self.clusters = Clusters((c.name for c in settings.clusters), api_retry)
+        self.metrics.seed([r.name for r in self.reconcilers], self.clusters.names)
         # The oldest watch event (its `at`, ms) of the batch being passed: what the pass's
         # decisions' reconcile latency is measured from (0: the batch had none).
         self._woken_at = 0
         self._started_at = 0
         self._began = time.monotonic()
-        # Per cluster: whether its API server keeps Job spec.managedBy (absent: not yet known).
-        self._jobs_managed: dict[str, bool] = {}
-        # The clusters whose keys are decided: synced in this run (listed, and asked about
-        # managedBy). Every cluster joins as it syncs; acting begins when all have, or after
-        # `cluster_sync_wait_seconds` with those that have (one unreachable cluster does not
-        # hold the others up).
-        self._acting_clusters: set[str] = set()
         # Queue key -> the last error of releasing from it that was logged.
         self._queue_errors: dict[str, str] = {}
         self._stopped = anyio.Event()
@@ -226,7 +215,7 @@ class Daemon:
             # The events since the newest snapshot count towards the next one: a daemon
             # restarted before each run reached the interval would otherwise never save one,
             # and every start would fold a longer tail.
-            self._since_snapshot = replayed.folded
+            self._snapshots.since = replayed.folded
             log.info("log replayed", log=settings.log, seq=self.state.seq, folded=replayed.folded)
             # Which kbatchd decides from here on, with which rules and settings (`--verify`).
             await self._append(event_log, [self._started_record(now_ms())])
@@ -291,7 +280,7 @@ class Daemon:
                 # No answer: the cluster's outage, one warning a round for all its callers.
                 self.metrics.api_error(cluster, "probe", "connection")
                 error = str(exc) or type(exc).__name__
-                await anyio.sleep(self._reachability[cluster].failed("managedBy", error))
+                await anyio.sleep(self.clusters.reachability[cluster].failed("managedBy", error))
                 continue
             else:
                 if not kept:
@@ -311,32 +300,18 @@ class Daemon:
                 retry_in=round(delay, 2),
             )
             await anyio.sleep(delay)
-        self._reachability[cluster].answered()
-        self._jobs_managed[cluster] = kept
+        self.clusters.reachability[cluster].answered()
+        self.clusters.jobs_managed[cluster] = kept
         await self._tx.send([])  # the pump may let the cluster join now
 
     @property
     def refused_job_clusters(self) -> set[str]:
         """Clusters where kbatchd does not manage Jobs (their API server drops managedBy)."""
-        return {cluster for cluster, kept in self._jobs_managed.items() if not kept}
+        return self.clusters.refusing_jobs
 
     def unsynced_clusters(self) -> list[str]:
         """Clusters whose keys are not decided yet: not listed in this run, or not answering."""
-        return [c for c in self._clusters if c not in self._acting_clusters]
-
-    @property
-    def _all_joined(self) -> bool:
-        return len(self._acting_clusters) == len(self._clusters)
-
-    def _decidable(self, key: str) -> bool:
-        """Whether the key's cluster has joined, and (for a Job) kbatchd runs Jobs there."""
-        parts = key.split("/", 2)
-        if len(parts) < 2:
-            return True
-        cluster = parts[1]
-        if cluster not in self._acting_clusters:
-            return False
-        return parts[0] != "Job" or self._jobs_managed.get(cluster, False)
+        return self.clusters.unsynced()
 
     # -- leadership ------------------------------------------------------------------------
 
@@ -421,7 +396,7 @@ class Daemon:
                     self.metrics.api_error(cluster, "discovery", code)
                     error = str(exc) or type(exc).__name__
                     if code in UNANSWERED:
-                        delay = self._reachability[cluster].failed("discovery", error)
+                        delay = self.clusters.reachability[cluster].failed("discovery", error)
                     else:
                         delay = backoff.next_delay()
                         log.warning(
@@ -433,7 +408,7 @@ class Daemon:
                     await anyio.sleep(delay)
                     continue
                 backoff.reset()
-                self._reachability[cluster].answered()
+                self.clusters.reachability[cluster].answered()
                 if served != last:
                     log.info(
                         "cluster API",
@@ -491,7 +466,7 @@ class Daemon:
             watch_timeout=daemon.watch_timeout_seconds,
             read_timeout=daemon.watch_inactivity_seconds,
             on_error=self._ingest_error,
-            reachability=self._reachability[cluster],
+            reachability=self.clusters.reachability[cluster],
         )
         if resource is None:
             idle = sorted(r.name for r in self.reconcilers if kind in r.kinds)
@@ -583,7 +558,7 @@ class Daemon:
             dirty |= await self._mark_terms(event_log)
             if batch or dirty:
                 await self._reconcile(event_log, dirty, trace)
-                await self._maybe_snapshot(event_log, len(batch))
+                await self._snapshots.appended(event_log, self.state, len(batch))
             for flush in flushes:
                 flush.done.set()
 
@@ -609,36 +584,21 @@ class Daemon:
     def acting(self) -> bool:
         return self.leading and not self.stopping and self._acting_term == self._term > 0
 
-    def _synced_clusters(self) -> set[str]:
-        """Clusters whose first list of every kind in this run is in the log, and which have
-        answered whether they keep Job spec.managedBy."""
-        synced, started = self.state.synced, self._started_at
-        return {
-            cluster
-            for cluster in self._clusters
-            if cluster in self._jobs_managed
-            and all(synced.get(f"{cluster}/{kind}", 0) > started for kind in CANDIDATES)
-        }
-
     def _may_begin(self) -> bool:
         """Every cluster synced; or some, once `cluster_sync_wait_seconds` have passed."""
-        synced = self._synced_clusters()
-        if len(synced) == len(self._clusters):
-            return True
         waited = time.monotonic() - self._began
-        return bool(synced) and waited >= self.settings.daemon.cluster_sync_wait_seconds
+        wait = self.settings.daemon.cluster_sync_wait_seconds
+        return self.clusters.may_begin(self.state, self._started_at, waited, wait)
 
     def _join_clusters(self) -> set[str]:
         """Clusters synced since the last turn join the acting. Returns the keys to decide:
         none for the first (the term's beginning decides every key), every key of a
         cluster joining later (its objects were not decided while it could not be read)."""
-        if not self.synced.is_set() or self._all_joined:
+        if not self.synced.is_set():
             return set()
-        joining = self._synced_clusters() - self._acting_clusters
+        joining, first = self.clusters.join(self.state, self._started_at)
         if not joining:
             return set()
-        first = not self._acting_clusters
-        self._acting_clusters |= joining
         if first:
             missing = self.unsynced_clusters()
             if missing:
@@ -768,10 +728,10 @@ class Daemon:
         now = self.state.now
         dirty.update(self._requeues.due(now))
         ready = self._requeues.ready(dirty, now)
-        if self._all_joined and all(self._jobs_managed.values()):
-            keys = ready  # every cluster in, Jobs run everywhere: no key to look at
+        if self.clusters.everything_decidable:
+            keys = ready
         else:
-            keys = {key for key in ready if self._decidable(key)}
+            keys = {key for key in ready if self.clusters.decidable(key)}
         began, started = time.time_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys, self._memos)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
@@ -819,20 +779,6 @@ class Daemon:
                     self.recorder.expect(seq, notes_for(self.state, event))
                 self._actions.send_nowait((term, seq, event, context))  # unbounded
                 self.pumped_at = time.monotonic()
-
-    async def _maybe_snapshot(self, event_log: EventLog, appended: int) -> None:
-        self._since_snapshot += appended
-        settings = self.settings.daemon
-        if snapshot_due(self.state, self._since_snapshot, settings.snapshot_every):
-            self._since_snapshot = 0
-            seq, body = self.state.seq, encode_state(self.state)
-            try:
-                removed = await event_log.save_snapshot(seq, body, keep=settings.keep_snapshots)
-            except LogStorageError as exc:
-                # A snapshot only saves folding: the next one is due `snapshot_every` on.
-                log.warning("snapshot not saved", seq=seq, error=str(exc))
-                return
-            log.info("snapshot saved", seq=seq, bytes=len(body), removed=removed)
 
     async def _carry_out(self, actuator: Actuator, term: int) -> None:
         actions = self._action_rx
