@@ -9,6 +9,10 @@ import pytest
 
 from daemon.service import wiring
 from tests.backends import BACKENDS, backend_params, stop_planes
+from tests.processes import cache_bytecode
+
+# Before the test modules are collected: see `tests.processes.BYTECODE_CACHE`.
+cache_bytecode()
 
 # Every test folds as the daemon does: with the controllers' hooks.
 wiring.wire()

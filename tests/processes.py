@@ -9,8 +9,10 @@ import os
 import shlex
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
@@ -27,6 +29,48 @@ from events.schema import Event
 from events.store import EventLog
 
 Predicate = Callable[[str], bool]
+
+
+# Where the test run's Python processes keep compiled modules when the environment says not
+# to write them beside the sources (PYTHONDONTWRITEBYTECODE, set to keep __pycache__ out of a
+# checkout): without a cache every `python -m daemon.cli` a test starts compiles kbatchd
+# again, about a second of CPU each, and pytest rewrites and compiles every test module at
+# every collection. Outside the tree, one per user, only ever read by the user who wrote it.
+BYTECODE_CACHE = Path(tempfile.gettempdir()) / f"kbatchd-tests-pycache-{os.getuid()}"
+
+
+def _bytecode_cache() -> str | None:
+    """The cache directory, made if needed; None if it is not this user's alone."""
+    try:
+        BYTECODE_CACHE.mkdir(mode=0o700, exist_ok=True)
+        info = BYTECODE_CACHE.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        return None
+    return str(BYTECODE_CACHE)
+
+
+def cache_bytecode() -> None:
+    """This process caches compiled modules in `BYTECODE_CACHE` where the environment forbids
+    writing them beside the sources (and names no cache of its own)."""
+    if sys.dont_write_bytecode and sys.pycache_prefix is None:
+        cache = _bytecode_cache()
+        if cache is not None:
+            sys.dont_write_bytecode = False
+            sys.pycache_prefix = cache
+
+
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a Python child of a test (`os.environ` and `extra`), caching its
+    compiled modules as `cache_bytecode` does for this process."""
+    environment = {**os.environ, **(extra or {})}
+    if environment.get("PYTHONDONTWRITEBYTECODE") and "PYTHONPYCACHEPREFIX" not in environment:
+        cache = _bytecode_cache()
+        if cache is not None:
+            del environment["PYTHONDONTWRITEBYTECODE"]
+            environment["PYTHONPYCACHEPREFIX"] = cache
+    return environment
 
 
 class Child:
@@ -165,7 +209,7 @@ async def spawn(
     it SIGKILLs itself once that many binds have landed (`_KILLED_AFTER_BINDS`). `mount`: the
     arguments of a ``mount`` made first in a mount namespace of the process's own (see
     `private_mounts`), which only it sees; others reach it under ``/proc/PID/root``."""
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    environment = child_environment({"PYTHONUNBUFFERED": "1", **(env or {})})
     command = [sys.executable, "-m", "daemon.cli"]
     if file_size_limit is not None:
         command = [sys.executable, "-c", _WITH_FILE_SIZE_LIMIT, str(file_size_limit)]
@@ -341,6 +385,7 @@ def stderr_on_a_terminal(*argv: str) -> bytes:
             [sys.executable, "-m", "daemon.cli", *argv],
             stdout=subprocess.DEVNULL,
             stderr=follower,
+            env=child_environment(),
             timeout=120,
             check=True,
         )

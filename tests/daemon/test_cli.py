@@ -27,7 +27,7 @@ from events.state import empty_state, encode_state
 from events.store import EventLog
 from events.topology import DEFAULT_LEVELS
 from tests.events.builders import vandalize
-from tests.processes import stderr_on_a_terminal
+from tests.processes import child_environment, stderr_on_a_terminal
 
 EVENTS = 6_000
 SNAPSHOT_AT = 4_000
@@ -67,6 +67,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
+        env=child_environment(),
     )
 
 
@@ -90,7 +91,12 @@ def test_reading_a_log_does_not_load_the_kubernetes_client(log_file: Path) -> No
         "print(code, sorted(m for m in sys.modules if m.startswith(('kubernetes', 'aiohttp'))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=child_environment(),
     )
     assert done.stdout.splitlines()[-1] == "0 []"
 
@@ -514,7 +520,9 @@ def test_demo_runs_the_daemon_on_the_simulated_cluster(
     hint = re.search(r"\(more: (\S+) replay (\S+) --explain KIND/default/NAME\)", out)
     assert hint is not None, out
     command = [hint[1], "replay", hint[2], "--explain", "Job/default/train"]
-    ran = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    ran = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, check=False, env=child_environment()
+    )
     assert ran.returncode == 0, ran.stderr
     assert main(["replay", str(tmp_path / "kbatchd.db"), "--verify"]) == 0
     assert "reproduced exactly" in capsys.readouterr().out

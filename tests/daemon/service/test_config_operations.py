@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from daemon.service import config
+from tests.processes import child_environment
 
 
 @pytest.mark.parametrize(
@@ -94,7 +95,7 @@ def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         text=True,
         timeout=60,
         check=False,
-        env=env,
+        env=child_environment(env),
     )
 
 

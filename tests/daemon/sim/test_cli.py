@@ -15,6 +15,7 @@ import pytest
 from kubernetes_asyncio import client, config
 
 from daemon.sim.cli import main
+from tests.processes import child_environment
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,9 @@ async def test_serves_two_clusters_until_sigterm(tmp_path: Path) -> None:
         "--time-scale",
         "10",
     ]
-    async with await anyio.open_process(args, stdin=subprocess.DEVNULL) as process:
+    async with await anyio.open_process(
+        args, stdin=subprocess.DEVNULL, env=child_environment()
+    ) as process:
         assert process.stdout is not None
         with anyio.fail_after(20):
             buffer = b""
