@@ -42,6 +42,8 @@ OnDone = Callable[[float], None]
 OnResult = Callable[[int, int, Intent, "Result"], None]
 
 RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
+# An intent's retries: the first delay and the cap of its exponential back-off (seconds).
+RETRY_BACKOFF: Final = (0.1, 5.0)
 
 
 class _Created(msgspec.Struct):
@@ -117,6 +119,7 @@ class Actuator:
         *,
         concurrency: int = 32,
         max_attempts: int = 8,
+        retry_backoff: tuple[float, float] = RETRY_BACKOFF,
         tracer: Tracer | None = None,
         on_error: OnError | None = None,
         on_done: OnDone | None = None,
@@ -127,6 +130,7 @@ class Actuator:
         # Cluster -> kind -> the resource (version) discovery found it serves.
         self.resources: dict[str, dict[str, Resource]] = {}
         self.max_attempts = max_attempts
+        self.retry_backoff = retry_backoff
         self.tracer = tracer
         self._on_error = on_error
         self._on_done = on_done
@@ -236,7 +240,7 @@ class Actuator:
         api = self.apis.get(intent.cluster)
         if api is None:
             return Result(False, 0, f"no cluster named {intent.cluster!r}")
-        backoff = Backoff(first=0.1, cap=5.0)
+        backoff = Backoff(*self.retry_backoff)
         response: Response | None = None
         last_error = ""
         for _ in range(self.max_attempts):
