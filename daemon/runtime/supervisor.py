@@ -34,7 +34,6 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-import aiohttp
 import anyio
 import msgspec
 import structlog
@@ -44,29 +43,23 @@ from opentelemetry.context import Context
 
 from daemon.controllers.base import Reconciler
 from daemon.controllers.runner import decide_all
-from daemon.kube.actuator import RETRIABLE, Actuator
+from daemon.kube.actuator import Actuator
 from daemon.kube.api import KubeApi
-from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
-from daemon.kube.discovery import listable, missing_message, served_resources
 from daemon.kube.ingest import (
-    INGEST_ERRORS,
-    UNANSWERED,
     Backoff,
-    Informer,
-    error_code,
     now_ms,
 )
 from daemon.kube.notes import notes_for
 from daemon.kube.recorder import Recorder
-from daemon.kube.resources import CANDIDATES, Resource
+from daemon.kube.resources import CANDIDATES
 from daemon.runtime.clusters import Clusters
 from daemon.runtime.leader import Elector, default_identity
 from daemon.runtime.requeue import Requeues
 from daemon.runtime.snapshots import Snapshots
+from daemon.runtime.sources import Sources
 from events.fold import fold
-from events.objects import SlimObject
 from events.replay import rebuild
-from events.schema import Decided, Event, Observed, Outcome, Started, Tick
+from events.schema import Decided, Event, Observed, Outcome, Started
 from events.state import State
 from events.store import EventLog, LogStorageError
 
@@ -146,6 +139,16 @@ class Daemon:
         self._snapshots = Snapshots(settings.daemon.snapshot_every, settings.daemon.keep_snapshots)
         self.clusters = Clusters((c.name for c in settings.clusters), api_retry)
         self.metrics.seed([r.name for r in self.reconcilers], self.clusters.names)
+        self.sources = Sources(
+            settings.daemon,
+            job_manager=settings.reconcilers.job.managed_by,
+            clusters=self.clusters,
+            reconcilers=self.reconcilers,
+            metrics=self.metrics,
+            send=self.send,
+            state=lambda: self.state,
+            retry=api_retry,
+        )
         # The oldest watch event (its `at`, ms) of the batch being passed: what the pass's
         # decisions' reconcile latency is measured from (0: the batch had none).
         self._woken_at = 0
@@ -238,13 +241,14 @@ class Daemon:
                 on_done=self.metrics.act_duration.record,
                 on_result=self.recorder.result,
             )
-            self.recorder.resources = self.actuator.resources
+            self.actuator.resources = self.sources.served
+            self.recorder.resources = self.sources.served
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump, event_log)
                 tg.start_soon(self._act, self.actuator)
                 tg.start_soon(self.recorder.run)
                 sources = anyio.CancelScope()
-                tg.start_soon(self._sources, sources, apis)
+                tg.start_soon(self.sources.run, sources, apis)
                 if handle_signals:
                     tg.start_soon(self._signals, sources)
                 if settings.leader_election.enabled:
@@ -255,54 +259,6 @@ class Daemon:
                 await self._drain(sources, tg)
         log.info("stopped", seq=self.state.seq)
         return 0
-
-    async def _ask_managed_by(self, cluster: str, api: KubeApi) -> None:
-        """Whether `cluster`'s API server keeps Job spec.managedBy (JobManagedBy on); where it
-        drops it, the built-in controller runs every Job, so kbatchd must not run them as
-        well. Asked until answered: an unreachable cluster is asked again with back-off."""
-        manager = self.settings.reconcilers.job.managed_by
-        backoff = Backoff(*self.api_retry)
-        code: int | str
-        while True:
-            try:
-                kept = await keeps_job_managed_by(api, manager)
-            except ProbeError as exc:
-                if exc.status not in RETRIABLE:
-                    log.error(
-                        "cannot tell whether Job spec.managedBy is kept; not managing Jobs there",
-                        cluster=cluster,
-                        error=str(exc),
-                    )
-                    kept = False
-                    break
-                error, code = str(exc), exc.status
-            except (OSError, TimeoutError, aiohttp.ClientError) as exc:
-                # No answer: the cluster's outage, one warning a round for all its callers.
-                self.metrics.api_error(cluster, "probe", "connection")
-                error = str(exc) or type(exc).__name__
-                await anyio.sleep(self.clusters.reachability[cluster].failed("managedBy", error))
-                continue
-            else:
-                if not kept:
-                    log.error(
-                        "the API server drops Job spec.managedBy (feature JobManagedBy is off): "
-                        "its built-in Job controller runs every Job, so kbatchd will not "
-                        "manage Jobs on this cluster",
-                        cluster=cluster,
-                    )
-                break
-            self.metrics.api_error(cluster, "probe", code)
-            delay = backoff.next_delay()
-            log.warning(
-                "cannot ask whether Job spec.managedBy is kept; asking again",
-                cluster=cluster,
-                error=error,
-                retry_in=round(delay, 2),
-            )
-            await anyio.sleep(delay)
-        self.clusters.reachability[cluster].answered()
-        self.clusters.jobs_managed[cluster] = kept
-        await self._tx.send([])  # the pump may let the cluster join now
 
     @property
     def refused_job_clusters(self) -> set[str]:
@@ -369,134 +325,6 @@ class Daemon:
 
     def stop(self) -> None:
         self._stopped.set()
-
-    async def _sources(self, scope: anyio.CancelScope, apis: dict[str, KubeApi]) -> None:
-        with scope:
-            async with anyio.create_task_group() as tg:
-                for cluster, api in apis.items():
-                    tg.start_soon(self._cluster_sources, cluster, api)
-                    tg.start_soon(self._ask_managed_by, cluster, api)
-                tg.start_soon(self._clock)
-
-    async def _cluster_sources(self, cluster: str, api: KubeApi) -> None:
-        """An informer for each kind the cluster serves, at the newest version it serves,
-        found by discovery and asked again every `discovery_seconds`. A kind not served when
-        first asked lists as empty (so the cluster syncs, and whatever the log held of it is
-        gone); the controllers of that kind idle there, with one warning naming what to
-        install. A kind that appears later gets its informer then, without a restart."""
-        informers: dict[str, tuple[Informer, anyio.CancelScope | None]] = {}
-        backoff = Backoff(*self.api_retry)
-        last: dict[str, Resource] = {}
-        async with anyio.create_task_group() as tg:
-            while True:
-                try:
-                    served = await served_resources(api)
-                except INGEST_ERRORS as exc:
-                    code = error_code(exc)
-                    self.metrics.api_error(cluster, "discovery", code)
-                    error = str(exc) or type(exc).__name__
-                    if code in UNANSWERED:
-                        delay = self.clusters.reachability[cluster].failed("discovery", error)
-                    else:
-                        delay = backoff.next_delay()
-                        log.warning(
-                            "cannot read the cluster's API discovery; asking again",
-                            cluster=cluster,
-                            error=error,
-                            retry_in=round(delay, 2),
-                        )
-                    await anyio.sleep(delay)
-                    continue
-                backoff.reset()
-                self.clusters.reachability[cluster].answered()
-                if served != last:
-                    log.info(
-                        "cluster API",
-                        cluster=cluster,
-                        kinds={kind: r.api_version for kind, r in sorted(served.items())},
-                    )
-                    last = served
-                if self.actuator is not None:
-                    self.actuator.resources[cluster] = served
-                for kind in CANDIDATES:
-                    await self._follow(tg, cluster, api, informers, kind, served.get(kind))
-                await anyio.sleep(self.settings.daemon.discovery_seconds)
-
-    async def _follow(
-        self,
-        tg: TaskGroup,
-        cluster: str,
-        api: KubeApi,
-        informers: dict[str, tuple[Informer, anyio.CancelScope | None]],
-        kind: str,
-        resource: Resource | None,
-    ) -> None:
-        """Keep one kind's informer in step with what discovery says is served. A kind being
-        watched is never given up on one discovery read: an API server that is starting
-        serves some groups before others (custom resources last), and taking that for the
-        kind's removal would delete every object of it from the state. Its informer goes on
-        (a kind really removed answers its watch 404, logged with back-off); only a newer
-        version replaces it."""
-        current = informers.get(kind)
-        watching = current is not None and current[1] is not None
-        if resource is None and watching:
-            return
-        if current is not None and (current[0].resource if watching else None) == resource:
-            return
-        if current is not None and current[1] is not None:
-            current[1].cancel()
-        known: dict[str, SlimObject] = {}
-        if current is not None:
-            known = current[0].known
-        else:
-            prefix = f"{cluster}/"
-            for key, obj in self.state.table(kind).items():
-                if key.startswith(prefix):
-                    known[key[len(prefix) :]] = obj  # type: ignore[assignment]
-        if resource is None and known:
-            # Discovery says the kind is gone but the log holds some of it: only its own list
-            # can tell a kind removed from one an API server has not registered yet.
-            resource = await listable(api, CANDIDATES[kind])
-        daemon = self.settings.daemon
-        informer = Informer(
-            api,
-            resource or CANDIDATES[kind][0],
-            self.send,
-            known,
-            watch_timeout=daemon.watch_timeout_seconds,
-            read_timeout=daemon.watch_inactivity_seconds,
-            on_error=self._ingest_error,
-            reachability=self.clusters.reachability[cluster],
-        )
-        if resource is None:
-            idle = sorted(r.name for r in self.reconcilers if kind in r.kinds)
-            log.warning(
-                missing_message(kind, CANDIDATES[kind]),
-                cluster=cluster,
-                idle_controllers=idle,
-            )
-            informers[kind] = (informer, None)
-            await informer.list_nothing()
-            return
-        if current is not None:
-            log.info("now served", cluster=cluster, kind=kind, version=resource.api_version)
-        scope = anyio.CancelScope()
-        informers[kind] = (informer, scope)
-
-        async def run() -> None:
-            with scope:
-                await informer.run()
-
-        tg.start_soon(run)
-
-    def _ingest_error(self, cluster: str, code: int | str) -> None:
-        self.metrics.api_error(cluster, "ingest", code)
-
-    async def _clock(self) -> None:
-        period = self.settings.daemon.tick_seconds
-        while True:
-            await anyio.sleep(period)
-            await self.send([Tick(at=now_ms())])
 
     async def _signals(self, sources: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -150,11 +150,11 @@ async def _follow_twice(
     daemon: Daemon, informers: dict[str, Any], jobset: Any, known: bool
 ) -> None:
     async with anyio.create_task_group() as tg:
-        await daemon._follow(tg, "c", _Silent(), informers, "JobSet", jobset)  # type: ignore[arg-type]
+        await daemon.sources._follow(tg, "c", _Silent(), informers, "JobSet", jobset)  # type: ignore[arg-type]
         informer, scope = informers["JobSet"]
         if known:
             informer.known["ns/js"] = object()
-        await daemon._follow(tg, "c", _Silent(), informers, "JobSet", None)  # type: ignore[arg-type]
+        await daemon.sources._follow(tg, "c", _Silent(), informers, "JobSet", None)  # type: ignore[arg-type]
         assert informers["JobSet"] == (informer, scope)
         assert not scope.cancel_called
         tg.cancel_scope.cancel()

@@ -14,7 +14,7 @@ import pytest
 import structlog.testing
 
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
-from daemon.runtime import supervisor
+from daemon.runtime import sources
 from daemon.service.config import Cluster, Daemon
 from daemon.sim import kubeconfig
 from daemon.sim.cluster import SimCluster
@@ -113,7 +113,7 @@ async def test_the_managed_by_question_is_asked_again_only_after_a_transient_ans
             raise ProbeError(f"HTTP {status}", status)
         return await keeps_job_managed_by(api, manager, namespace)
 
-    monkeypatch.setattr(supervisor, "keeps_job_managed_by", flaky)
+    monkeypatch.setattr(sources, "keeps_job_managed_by", flaky)
     async with (
         SimCluster.start(topology=TOPOLOGY, seed=5) as sim,
         embedded(settings_for(sim, tmp_path / "kbatchd.db"), api_retry=QUICK_RETRY) as daemon,
