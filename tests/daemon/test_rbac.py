@@ -32,7 +32,7 @@ from tests.processes import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "config" / "rbac.yaml"
-RECONCILERS = REPO / "daemon" / "reconcilers"
+RECONCILERS = REPO / "daemon" / "controllers"
 LEASE = LeaderElection()
 
 
@@ -56,7 +56,7 @@ def _resource_of(kind: str) -> tuple[str, str]:
 
 def _intent_calls() -> Iterator[tuple[str, str, str]]:
     """(operation, kind, subresource) of every intent a reconciler constructs."""
-    for path in sorted(RECONCILERS.glob("*.py")):
+    for path in sorted(RECONCILERS.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 continue
@@ -72,7 +72,7 @@ def _intent_calls() -> Iterator[tuple[str, str, str]]:
 def _blocking_owners() -> set[str]:
     """Kinds that reconcilers name as owners with blockOwnerDeletion."""
     owners = set()
-    for path in sorted(RECONCILERS.glob("*.py")):
+    for path in sorted(RECONCILERS.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Dict):
                 continue
