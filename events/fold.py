@@ -24,8 +24,9 @@ from events.state import TABLES, InFlight, State
 Dirty = set[str]
 
 _TABLE_OF: Final = {cls: TABLES[kind] for kind, cls in KINDS.items()}
-# The controllers' fold hooks (`wire`); None until wired.
-_WIRED: Wired | None = None
+# The controllers' fold hooks (`wire`); `_UNWIRED` until wired.
+_UNWIRED: Final = Wired()
+_WIRED = _UNWIRED
 
 
 def wire(wired: Wired) -> None:
@@ -38,7 +39,7 @@ def wire(wired: Wired) -> None:
 def wired() -> Wired:
     """The hooks the fold calls (`wire`). Folding without them would silently leave out every
     controller's projection, so it is an error."""
-    if _WIRED is None:
+    if _WIRED is _UNWIRED:
         raise RuntimeError("no controllers are wired into the fold (daemon.service.wiring.wire)")
     return _WIRED
 
@@ -56,7 +57,7 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
     if event.at > state.now:
         state.now = event.at
     state.seq = seq
-    if _WIRED is None:
+    if _WIRED is _UNWIRED:
         wired()
     if type(event) is Observed:  # the hot path: an exact type test is cheaper than isinstance
         _observed(state, event, dirty)
@@ -102,7 +103,7 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
         if dirty is not None and (current is None or old is None or old.ready != obj.ready):  # type: ignore[union-attr]
             # Pods on a node that turned NotReady (or back) may now count differently.
             _dirty_owners_on(state, cluster, f"{cluster}//{obj.name}", dirty)
-    hooks = _WIRED.observed.get(cls)  # type: ignore[union-attr]
+    hooks = _WIRED.observed.get(cls)
     if hooks:
         change = Change(cluster, key, obj, old, current, moved)
         for hook in hooks:
@@ -160,7 +161,7 @@ def _decided(state: State, seq: int, event: Decided) -> None:
     if event.intents:
         state.inflight[seq] = InFlight(event, list(range(len(event.intents))))
         expectations.expect(state, seq, event)
-        for hook in _WIRED.decided:  # type: ignore[union-attr]
+        for hook in _WIRED.decided:
             hook(state, seq, event)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from msgspec.structs import replace
 
+from events import fold as fold_module
 from events.fold import fold, fold_all
 from events.intents import Bind, Create, Delete, Patch
 from events.objects import (
@@ -418,3 +419,12 @@ def test_empty_state_levels() -> None:
     levels = ("rack", "kubernetes.io/hostname")
     assert empty_state(levels).topology.levels == levels
     assert empty_state() == State()
+
+
+def test_a_fold_before_the_controllers_are_wired_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Folding without the controllers' hooks would leave out every projection silently."""
+    monkeypatch.setattr(fold_module, "_WIRED", fold_module._UNWIRED)
+    with pytest.raises(RuntimeError, match="no controllers are wired into the fold"):
+        fold(empty_state(), 1, Tick(at=1))
