@@ -10,29 +10,24 @@ import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
+from daemon.controllers.gang.settings import GangSettings
+from daemon.controllers.job.settings import JobSettings
+from daemon.controllers.jobset.settings import JobSetSettings
 from daemon.controllers.jobset.validation import MANAGED_BY
+from daemon.controllers.settings import (
+    MAX_COUNT,
+    MAX_SECONDS,
+    Count,
+    Seconds,
+    SecondsOrOff,
+    WholeSeconds,
+)
 from daemon.placement.validation import level_problem
 from events.topology import DEFAULT_LEVELS
-
-# Every duration and count has an upper bound, and that bound is what refuses TOML's `inf`
-# (the lower bounds already refuse `nan` and `-inf`): an endless value would pass a lower
-# bound alone and then overflow the milliseconds the reconcilers count in, or stop a timer
-# for good. A week is longer than any timeout, period or back-off kbatchd has a use for.
-MAX_SECONDS: Final = 7 * 24 * 3600
-MAX_COUNT: Final = 2**31 - 1
-
-# The kinds of value; a key with its own reason for a tighter bound spells it out.
-Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
-SecondsOrOff = Annotated[float, msgspec.Meta(ge=0, le=MAX_SECONDS)]  # 0: never, or at once
-WholeSeconds = Annotated[int, msgspec.Meta(ge=1, le=MAX_SECONDS)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
-# A spec.managedBy value: the API's rule, a domain-prefixed path of at most 63 characters (the
-# pattern is checked in `_problems`, to say so in words).
-ManagedBy = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
 
 
 class ConfigError(Exception):
@@ -56,49 +51,6 @@ class Cluster(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class Topology(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Node label keys, widest level first; `kubernetes.io/hostname` only as the last.
     levels: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_LEVELS))
-
-
-class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    # Off: kbatchd runs no Job (each controller can be turned off on its own).
-    enabled: bool = True
-    # Jobs whose spec.managedBy equals this are kbatchd's; every other Job is left alone.
-    managed_by: ManagedBy = "kbatchd.dev/job-controller"
-    # Treat a pod terminating this long on a NotReady node as failed (0 = never, upstream).
-    stuck_terminating_after_seconds: SecondsOrOff = 0
-    # Pod re-creation back-off after failures: base doubling per failure up to the cap (the
-    # upstream controller's 10 s and 10 min).
-    backoff_base_seconds: Seconds = 10.0
-    backoff_max_seconds: Seconds = 600.0
-    # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
-    # upstream); rises and every other status change are written at once.
-    ready_decrease_grace_seconds: SecondsOrOff = 0.0
-
-
-class GangSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    enabled: bool = True
-    # Pods whose spec.schedulerName equals this are placed and bound by kbatchd, group by group.
-    scheduler_name: Annotated[str, msgspec.Meta(min_length=1)] = "kbatchd"
-    # A group whose ready (or succeeded) pods have not reached minCount this long after it was
-    # bound is evicted as a whole and requeued (0 = never). Kueue's waitForPodsReady default.
-    ready_timeout_seconds: SecondsOrOff = 1800.0
-    # Requeue back-off after the n-th eviction: base x 2^(n-1), capped (Kueue's defaults).
-    backoff_base_seconds: Seconds = 60.0
-    backoff_max_seconds: Seconds = 3600.0
-    # Evictions after which a group is no longer requeued (0 = requeue for ever).
-    max_evictions: Count = 0
-    # A group that does not fit is decided again after 1 s, doubling up to this; capacity
-    # released on its cluster wakes it sooner.
-    retry_max_seconds: Annotated[float, msgspec.Meta(ge=1, le=MAX_SECONDS)] = 60.0
-    # The level each unit of a role-ratio Workload stays inside; empty = the level above the
-    # lowest (the rack in block/rack/host). A Workload may override it by annotation.
-    ratio_level: str = ""
-
-
-class JobSetSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    enabled: bool = True
-    # JobSets whose spec.managedBy equals this are kbatchd's; every other JobSet is left alone.
-    # Their child Jobs carry [reconcilers.job] managed_by, so kbatchd runs them too.
-    managed_by: ManagedBy = "kbatchd.dev/jobset-controller"
 
 
 class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

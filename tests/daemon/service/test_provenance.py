@@ -10,8 +10,10 @@ from importlib.resources.abc import Traversable
 import msgspec
 import pytest
 
+from daemon.controllers.gang.settings import GangSettings
+from daemon.controllers.job.settings import JobSettings
 from daemon.service import provenance
-from daemon.service.config import GangSettings, JobSettings, Reconcilers, Settings, Topology
+from daemon.service.config import Reconcilers, Settings, Topology
 from events.schema import STARTED_REF, Started, decode_event, encode_event, event_ref
 
 SETTINGS = [

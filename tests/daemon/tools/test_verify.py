@@ -12,9 +12,10 @@ import pytest
 
 from daemon.cli import main
 from daemon.controllers.base import Decision, Reconciler
+from daemon.controllers.gang.settings import GangSettings
 from daemon.controllers.runner import decide
 from daemon.service import provenance
-from daemon.service.config import GangSettings, Reconcilers, Settings
+from daemon.service.config import Reconcilers, Settings
 from daemon.tools.verify import Run, first_difference, verify
 from events.fold import fold
 from events.objects import Job

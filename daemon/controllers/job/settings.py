@@ -1,0 +1,24 @@
+"""The settings of the Job controller (``[reconcilers.job]``); every key, its default and its
+bounds are in `config/kbatchd.toml` and docs/configuration.md."""
+
+from __future__ import annotations
+
+import msgspec
+
+from daemon.controllers.settings import ManagedBy, Seconds, SecondsOrOff
+
+
+class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Off: kbatchd runs no Job (each controller can be turned off on its own).
+    enabled: bool = True
+    # Jobs whose spec.managedBy equals this are kbatchd's; every other Job is left alone.
+    managed_by: ManagedBy = "kbatchd.dev/job-controller"
+    # Treat a pod terminating this long on a NotReady node as failed (0 = never, upstream).
+    stuck_terminating_after_seconds: SecondsOrOff = 0
+    # Pod re-creation back-off after failures: base doubling per failure up to the cap (the
+    # upstream controller's 10 s and 10 min).
+    backoff_base_seconds: Seconds = 10.0
+    backoff_max_seconds: Seconds = 600.0
+    # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
+    # upstream); rises and every other status change are written at once.
+    ready_decrease_grace_seconds: SecondsOrOff = 0.0
