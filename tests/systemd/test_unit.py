@@ -113,9 +113,17 @@ def test_sysusers_creates_the_user_and_tmpfiles_its_directories(tmp_path: Path) 
     assert uid < 1000  # a system user
     assert home == "/var/lib/kbatchd"
     assert shell.endswith("nologin")
+    # `make install` has put the settings there, as root (its own group, 0640).
+    toml = root / "etc/kbatchd/kbatchd.toml"
+    toml.parent.mkdir()
+    toml.write_text("")
+    toml.chmod(0o640)
     tmpfiles = (SYSTEMD / "kbatchd.tmpfiles.conf").read_text()
     result = _run("systemd-tmpfiles", f"--root={root}", "--create", "-", stdin=tmpfiles)
     assert result.returncode == 0, result.stderr
     state, settings = (root / "var/lib/kbatchd").stat(), (root / "etc/kbatchd").stat()
     assert (state.st_uid, state.st_gid, state.st_mode & 0o777) == (uid, gid, 0o750)
     assert (settings.st_uid, settings.st_gid, settings.st_mode & 0o777) == (0, gid, 0o750)
+    # The service, running as the kbatchd group, can read them.
+    read = toml.stat()
+    assert (read.st_uid, read.st_gid, read.st_mode & 0o777) == (0, gid, 0o640)
