@@ -1,11 +1,14 @@
 """The built wheel carries the migrations: a fresh install, away from the source tree, can
-create a log. Guards pyproject's force-include and `events.migrate.migrations_dir`."""
+create a log. Guards pyproject's force-include and `events.migrate.migrations_dir`. The
+source distribution carries what the README links to."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -74,3 +77,16 @@ def test_an_installed_wheel_creates_a_log(tmp_path: Path) -> None:
     assert out["code_schema_version"] == CODE_SCHEMA_VERSION
     assert out["user_version"] == CODE_SCHEMA_VERSION
     assert out["read"] == [[1, 42]]
+
+
+@pytest.mark.slow
+def test_the_sdist_carries_every_file_the_readme_links_to(tmp_path: Path) -> None:
+    run(sys.executable, "-m", "build", "--sdist", "--outdir", tmp_path, REPO, cwd=tmp_path)
+    (sdist,) = tmp_path.glob("kbatchd-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+    readme = (REPO / "README.md").read_text()
+    linked = set(re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme))
+    assert linked, "the README links to no file of the repository"
+    missing = sorted(t for t in linked if not any(n == t or n.startswith(t) for n in names))
+    assert not missing, f"not in the sdist: {missing}"
