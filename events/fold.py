@@ -15,13 +15,11 @@ from __future__ import annotations
 from typing import Final
 
 from events import expectations
-from events.hooks import Change, Wired
+from events.hooks import Change, Dirty, Wired
 from events.index import reindex
 from events.objects import KINDS, Node, Pod, SlimObject
 from events.schema import Decided, Event, Observed, Outcome, Resynced, Tick
 from events.state import TABLES, InFlight, State
-
-Dirty = set[str]
 
 _TABLE_OF: Final = {cls: TABLES[kind] for kind, cls in KINDS.items()}
 # The controllers' fold hooks (`wire`); `_UNWIRED` until wired.

@@ -11,9 +11,11 @@ and write the state and add refs to `dirty` (None while replaying, when no one d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+
+from events.objects import KINDS
 
 if TYPE_CHECKING:
     from events.schema import Decided
@@ -55,8 +57,6 @@ class Wired:
     __slots__ = ("decided", "observed", "restored")
 
     def __init__(self, controllers: Iterable[FoldHooks] = ()) -> None:
-        from events.objects import KINDS
-
         self.observed: dict[type, tuple[ObservedHook, ...]] = {}
         decided: list[DecidedHook] = []
         restored: list[RestoredHook] = []
@@ -70,6 +70,3 @@ class Wired:
                 restored.append(hooks.restored)
         self.decided: tuple[DecidedHook, ...] = tuple(decided)
         self.restored: tuple[RestoredHook, ...] = tuple(restored)
-
-
-NONE: Final = FoldHooks()

@@ -32,10 +32,7 @@ def attempt(state: State, reconciler: Reconciler, key: str) -> tuple[Decision | 
     MESSAGE``: logged like any other reason, reproduced by `kbatchd replay --verify` (the code
     is pure, so it raises again), shown by `--explain`. The key is decided again when
     something it reads changes."""
-    try:
-        return reconciler.decide(state, key, state.now), None
-    except Exception as exc:
-        return Decision(_error_reason(exc)), traceback.format_exc()
+    return Pass(state).attempt(reconciler, key)
 
 
 def _error_reason(exc: Exception) -> str:
@@ -114,10 +111,11 @@ class Pass:
         return reconciler.release(self.state, queue)
 
     def attempt(self, reconciler: Reconciler, key: str) -> tuple[Decision | None, str | None]:
+        """`attempt` in this pass: in the reconciler's cycle if it runs one."""
         cycle = self.cycle(reconciler)
-        if cycle is None:
-            return attempt(self.state, reconciler, key)
         try:
+            if cycle is None:
+                return reconciler.decide(self.state, key, self.state.now), None
             return cycle.decide(key, self.state.now), None
         except Exception as exc:
             return Decision(_error_reason(exc)), traceback.format_exc()

@@ -280,13 +280,7 @@ class Pass:
 
     def __init__(self, state: State) -> None:
         self.state = state
-        self.seq = state.seq
-        self.now = state.now
-        self.decided: set[str] = set()
         self._clusters: dict[str, ClusterView] = {}
-
-    def current_for(self, state: State) -> bool:
-        return self.state is state and self.seq == state.seq and self.now == state.now
 
     def cluster(self, name: str) -> ClusterView:
         view = self._clusters.get(name)
