@@ -114,7 +114,6 @@ class Daemon:
         api_retry: tuple[float, float] = API_RETRY,
     ) -> None:
         self.settings = settings
-        self.api_retry = api_retry
         self.reconcilers = list(reconcilers)
         self.tracing = tracing
         self.metrics = metrics

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from typing import Final
 
+from daemon.controllers import gang, job, jobset
 from daemon.controllers.base import Controller, Reconciler
-from daemon.controllers.gang.reconciler import CONTROLLER as GANG
-from daemon.controllers.job.reconciler import CONTROLLER as JOB
-from daemon.controllers.jobset.reconciler import CONTROLLER as JOBSET
 from daemon.service.config import Settings
 from events import fold
 from events.hooks import Wired
 
-CONTROLLERS: Final[tuple[Controller, ...]] = (JOB, JOBSET, GANG)
+CONTROLLERS: Final[tuple[Controller, ...]] = (job.CONTROLLER, jobset.CONTROLLER, gang.CONTROLLER)
 
 
 def wire() -> None:

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from daemon.controllers.base import Controller, Decision, split_ref
+from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.gang import ratios
 from daemon.controllers.gang.place import (
     ClusterView,
@@ -63,7 +63,7 @@ from daemon.controllers.gang.place import (
     pod_set,
     short_of,
 )
-from daemon.controllers.gang.projection import FOLD, QUEUE, dirty_group, workload_name
+from daemon.controllers.gang.projection import QUEUE, dirty_group, workload_name
 from daemon.controllers.gang.spec import (
     DEFAULT_LEADER_TEMPLATE,
     EVICTIONS,
@@ -1100,7 +1100,7 @@ class GangReconciler:
         return min(keys, key=levels.index), None
 
 
-def _configured(settings: Settings) -> GangReconciler:
+def configured(settings: Settings) -> GangReconciler:
     gang = settings.reconcilers.gang
     return GangReconciler(
         scheduler_name=gang.scheduler_name,
@@ -1111,6 +1111,3 @@ def _configured(settings: Settings) -> GangReconciler:
         retry_max_ms=int(gang.retry_max_seconds * 1000),
         ratio_level=gang.ratio_level,
     )
-
-
-CONTROLLER: Final = Controller("gang", FOLD, _configured)

@@ -35,10 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from daemon.controllers.base import Controller, Decision, split_ref
+from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.job import backoff
 from daemon.controllers.job.pods import owned_pods, release_patch
-from daemon.controllers.job.projection import FOLD
 from daemon.controllers.job.spec import JobSpecError, managed_by, view_job
 from daemon.controllers.job.sync import Sync
 from events.intents import Patch
@@ -158,7 +157,7 @@ class JobReconciler:
         )
 
 
-def _configured(settings: Settings) -> JobReconciler:
+def configured(settings: Settings) -> JobReconciler:
     job = settings.reconcilers.job
     stuck = job.stuck_terminating_after_seconds
     return JobReconciler(
@@ -168,6 +167,3 @@ def _configured(settings: Settings) -> JobReconciler:
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
     )
-
-
-CONTROLLER: Final = Controller("job", FOLD, _configured)

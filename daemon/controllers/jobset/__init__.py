@@ -1,1 +1,25 @@
-"""The JobSet controller: child Jobs, dependsOn, policies, volume claims, in-place restart."""
+"""The JobSet controller: child Jobs, dependsOn, policies, volume claims, in-place restart.
+
+`CONTROLLER` is the package as the daemon wires it (`daemon.service.wiring`). Its reconciler,
+and the placement and policy code under it, load only where decisions are made: the replay
+tools fold with the package's hooks alone."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from daemon.controllers.base import Controller
+from daemon.controllers.jobset.projection import FOLD
+
+if TYPE_CHECKING:
+    from daemon.controllers.jobset.reconciler import JobSetReconciler
+    from daemon.service.config import Settings
+
+
+def _build(settings: Settings) -> JobSetReconciler:
+    from daemon.controllers.jobset.reconciler import configured
+
+    return configured(settings)
+
+
+CONTROLLER: Final = Controller("jobset", FOLD, _build)

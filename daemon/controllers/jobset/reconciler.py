@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from daemon.controllers.base import Controller, Decision, split_ref
+from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER as JOB_MANAGER
 from daemon.controllers.job.spec import managed_by
 from daemon.controllers.job.status import parse_time
 from daemon.controllers.jobset import failure, inplace, order
 from daemon.controllers.jobset.jobs import Child, Children, classify, count, job_body
-from daemon.controllers.jobset.projection import FOLD
 from daemon.controllers.jobset.service import missing_service
 from daemon.controllers.jobset.spec import (
     FAILED,
@@ -418,11 +417,8 @@ def resume_patch(job: Job, rj: ReplicatedJob) -> dict[str, Any]:
     return patch
 
 
-def _configured(settings: Settings) -> JobSetReconciler:
+def configured(settings: Settings) -> JobSetReconciler:
     return JobSetReconciler(
         managed_by=settings.reconcilers.jobset.managed_by,
         job_managed_by=settings.reconcilers.job.managed_by,
     )
-
-
-CONTROLLER: Final = Controller("jobset", FOLD, _configured)

@@ -59,8 +59,10 @@ def test_the_rules_are_what_the_reconcilers_placement_and_fold_import() -> None:
     packages they do not load must be one of `NOT_RULES` (so that editing it, `kbatchd
     place`'s own code, does not tell `--verify` the rules changed)."""
     imports = "daemon.service.wiring, daemon.controllers.runner, daemon.placement, events.fold"
+    build = "daemon.service.wiring.reconcilers(daemon.service.wiring.Settings())"
     loaded = subprocess.run(
-        [sys.executable, "-c", f"import sys, {imports}; print(*sys.modules)"],
+        # The reconcilers load when they are built (`Controller.build`), as the daemon does.
+        [sys.executable, "-c", f"import sys, {imports}; {build}; print(*sys.modules)"],
         capture_output=True,
         text=True,
         check=True,
