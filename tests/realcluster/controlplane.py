@@ -212,31 +212,37 @@ class ControlPlane:
             start_new_session=True,
         )  # fmt: skip
 
+    def _etcd_call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One call of etcd's JSON gateway (keys and values base64, as it wants them)."""
+        request = urllib.request.Request(
+            self._etcd + path, data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
     def compact_history(self) -> int:
         """Compact etcd at its current revision, as kube-apiserver does every few minutes: a
         watch from any older resourceVersion is then answered 410 Gone. The revision."""
-
-        def etcd(path: str, body: dict[str, Any]) -> dict[str, Any]:
-            request = urllib.request.Request(
-                self._etcd + path, data=json.dumps(body).encode(), method="POST"
-            )
-            with urllib.request.urlopen(request, timeout=30) as response:
-                answer: dict[str, Any] = json.loads(response.read())
-                return answer
-
         key = base64.b64encode(b"/registry").decode()
-        revision = int(etcd("/v3/kv/range", {"key": key, "limit": 1})["header"]["revision"])
-        etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        answer = self._etcd_call("/v3/kv/range", {"key": key, "limit": 1})
+        revision = int(answer["header"]["revision"])
+        self._etcd_call("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
 
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver (a graceful stop would wait out every open watch) and start it
-        again on the same port: every watch breaks, and
-        the new watch cache begins at the current revision, so a client resuming an older
-        resourceVersion is answered 410 Gone."""
+        again on the same port: every watch breaks, and the new watch cache begins at the
+        current revision, so a client resuming an older resourceVersion is answered 410 Gone.
+
+        etcd's revision is moved on while no API server runs: a client whose last
+        resourceVersion was the newest revision (a bookmark just before the kill) would
+        otherwise resume exactly at the new cache's start, and be served, not refused."""
         (process,) = (p for p in self._processes if p.name == "kube-apiserver")
         os.killpg(process.popen.pid, signal.SIGKILL)
         process.popen.wait(timeout=30)
+        key = base64.b64encode(b"/kbatchd-tests/revision").decode()
+        self._etcd_call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
         process.popen = self._popen(process.argv, process.log)
         self._wait_ready("/readyz")
 
