@@ -424,7 +424,8 @@ async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_g
                 bound = ("--bind", str(tmp_path), str(tmp_path / "bound"))
                 # The note comes with the directory: this refusal names the holder too.
                 ways.append((tmp_path / "bound" / "kbatchd.db", named, bound))
-            for path, pid, mount in ways:
+
+            async def refused(path: Path, pid: str, mount: tuple[str, ...]) -> None:
                 async with spawn(
                     "daemon", "run", "--config", str(config), "--log", str(path), mount=mount
                 ) as second:
@@ -432,6 +433,11 @@ async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_g
                 assert second.stderr == [f"kbatchd: {path}: in use by another writer{pid}"], (
                     second.output()
                 )
+
+            # Each is refused on its own: they start side by side.
+            async with anyio.create_task_group() as tg:
+                for way in ways:
+                    tg.start_soon(refused, *way)
             (tmp_path / "kbatchd.db-writer").unlink()  # the note only names the holder
             async with spawn("daemon", "run", "--config", str(config)) as second:
                 assert await second.wait(within=30) == 2

@@ -93,9 +93,9 @@ async def pods_of(core: client.CoreV1Api, job: str, namespace: str = "default") 
 
 async def replacement_order(
     api: client.ApiClient, job: str, policy: str, namespace: str = "default"
-) -> list[tuple[str, str, bool]]:
+) -> list[tuple[str, str, bool, str]]:
     """Delete the Job's running pod and watch until a replacement runs; returns the watch's
-    (type, pod uid, terminating) sequence from the deletion on."""
+    (type, pod uid, terminating, phase) sequence from the deletion on."""
     core = client.CoreV1Api(api)
     batch = client.BatchV1Api(api)
     await batch.create_namespaced_job(
@@ -141,8 +141,16 @@ async def test_failed_policy_waits_for_the_old_pod_and_terminating_or_failed_doe
         running_daemon(cluster.daemon_config(tmp_path)),
         kube_client(cluster.admin) as api,
     ):
-        waited = await replacement_order(api, "patient", "Failed", cluster.namespace)
-        eager = await replacement_order(api, "eager", "TerminatingOrFailed", cluster.namespace)
+        orders: dict[str, list[tuple[str, str, bool, str]]] = {}
+
+        async def record(job: str, policy: str) -> None:
+            orders[job] = await replacement_order(api, job, policy, cluster.namespace)
+
+        # The two Jobs share nothing: their pods terminate at the same time.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(record, "patient", "Failed")
+            tg.start_soon(record, "eager", "TerminatingOrFailed")
+        waited, eager = orders["patient"], orders["eager"]
 
     def first_index(seen: list[tuple[str, str, bool, str]], match: Any) -> int:
         return next(i for i, item in enumerate(seen) if match(item))
