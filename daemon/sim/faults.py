@@ -9,6 +9,8 @@ error-409=0.01,latency=5ms`` or the equivalent `Faults` object, changeable at ru
   compaction does; watches and list continuations from older versions then get 410.
 - ``error-429=P``, ``error-500=P``: an API request fails with 429 TooManyRequests (with
   ``Retry-After``) or 500 InternalError with probability P, before it has any effect.
+- ``retry-after=N``: the whole seconds a 429 tells the client to wait (default 1, what
+  kube-apiserver's priority and fairness answers).
 - ``error-409=P``: a write (POST/PUT/PATCH/DELETE) fails with 409 Conflict with probability P.
 - ``drop-request=P``: an API request other than a watch gets no answer with probability P: its
   connection is cut, half the time before the request has any effect and half the time after
@@ -55,6 +57,12 @@ def _rate(key: str, text: str) -> float:
     return value
 
 
+def _whole_seconds(key: str, text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError(f"faults: {key}={text!r} is not a whole number of seconds")
+    return int(text)
+
+
 @dataclass
 class Faults:
     drop_watch: float = 0.0
@@ -88,8 +96,10 @@ class Faults:
                 setattr(faults, key.replace("-", "_"), _rate(key, value))
             elif key in _DURATIONS:
                 setattr(faults, key.replace("-", "_"), parse_duration(key, value))
+            elif key == "retry-after":
+                faults.retry_after = _whole_seconds(key, value)
             else:
-                known = ", ".join(_RATES + _DURATIONS)
+                known = ", ".join((*_RATES, *_DURATIONS, "retry-after"))
                 raise ValueError(f"faults: unknown key {key!r} (value {value!r}); known: {known}")
         return faults
 

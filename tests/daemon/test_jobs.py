@@ -334,7 +334,8 @@ async def test_a_job_completes_exactly_through_conflicts_throttling_errors_and_c
     """Conflicts, 429s, 500s, and requests whose connection is cut before or after the server
     acted on them: the Job still completes with exactly its completions, no pod made twice."""
     completions = 12
-    faults = "error-409=0.1,error-429=0.1,error-500=0.05,drop-request=0.1"
+    # The 429s ask for no wait: the daemon's own back-off paces its retries.
+    faults = "error-409=0.1,error-429=0.1,retry-after=0,error-500=0.05,drop-request=0.1"
     args = ("--faults", faults, "--seed", "9", "--time-scale", "5")
     async with (
         simulated_cluster_here(tmp_path, *args) as (_, kubeconfig),

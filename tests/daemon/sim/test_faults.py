@@ -29,6 +29,7 @@ def test_parse_spec() -> None:
     assert faults.latency == pytest.approx(0.005)
     assert Faults.parse("").error_429 == 0.0
     assert Faults.parse("expire-history=2m").expire_history == 120.0
+    assert (Faults.parse("").retry_after, Faults.parse("retry-after=0").retry_after) == (1, 0)
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,8 @@ def test_parse_spec() -> None:
         ("error-500=often", ["error-500", "'often'"]),
         ("latency=5", ["latency", "'5'"]),
         ("drop-watch", ["drop-watch"]),
+        ("retry-after=0.5", ["retry-after", "'0.5'"]),
+        ("retry-after=-1", ["retry-after", "'-1'"]),
     ],
 )
 def test_bad_spec_names_key_and_value(spec: str, words: list[str]) -> None:
