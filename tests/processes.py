@@ -290,10 +290,11 @@ def daemon_config(
     **daemon: Any,
 ) -> Path:
     """A TOML config for `kbatchd run` against one simulated cluster, written to `tmp/NAME.toml`
-    with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, and a key
+    with the log at `tmp/NAME.db`. Failure back-off starts at 1 s instead of 10 s, a key
     whose decision failed (a 409, a write given up) is decided again after 0.2 s doubling to
-    5 s instead of 1 s doubling to 60 s, so that tests of what happens after a failure stay
-    short; the health endpoint takes a free
+    5 s instead of 1 s doubling to 60 s, a cluster is asked again after 0.1 s (not 1 s) and an
+    API call tried again after 0.05 s (not 0.1 s), so that tests of what happens after a
+    failure stay short; the health endpoint takes a free
     loopback port (several daemons may run at once); `extra` is TOML appended at the end."""
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
@@ -308,6 +309,8 @@ def daemon_config(
         "tick_seconds = 0.2",
         "watch_inactivity_seconds = 10",
         "retry_backoff_seconds = [0.2, 5.0]",
+        "api_retry_seconds = [0.1, 2.0]",
+        "act_retry_seconds = [0.05, 1.0]",
         *(f"{key} = {json.dumps(value)}" for key, value in daemon.items()),
         extra,
     ]

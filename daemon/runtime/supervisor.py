@@ -80,9 +80,6 @@ BATCH: Final = 5000
 # Seconds between attempts at an append the storage refused. The cap stays below the health
 # endpoint's staleness (10 s): the pump waits on purpose and is still alive.
 LOG_RETRY: Final = (0.5, 5.0)
-# Asking a cluster again (discovery, the managedBy question, one that does not answer at all):
-# the first delay and the cap of the back-off, in seconds.
-API_RETRY: Final = (1.0, 30.0)
 
 Role = Literal["starting", "leader", "standby"]
 # What the actuator gets: the term it was decided in, the decision's seq, the decision, and
@@ -111,7 +108,6 @@ class Daemon:
         metrics: Metrics,
         started: Callable[[int], Started],
         identity: str = "",
-        api_retry: tuple[float, float] = API_RETRY,
     ) -> None:
         self.settings = settings
         self.reconcilers = list(reconcilers)
@@ -136,6 +132,7 @@ class Daemon:
         # What the reconcilers that run a scheduling cycle keep between passes (`decide_all`).
         self._memos: dict[str, Any] = {}
         self._snapshots = Snapshots(settings.daemon.snapshot_every, settings.daemon.keep_snapshots)
+        api_retry = settings.daemon.api_retry_seconds
         self.clusters = Clusters((c.name for c in settings.clusters), api_retry)
         self.metrics.seed([r.name for r in self.reconcilers], self.clusters.names)
         self.sources = Sources(
@@ -235,6 +232,7 @@ class Daemon:
                 apis,
                 self.send,
                 concurrency=settings.daemon.concurrency,
+                retry_backoff=settings.daemon.act_retry_seconds,
                 tracer=self.tracing.tracer,
                 on_error=lambda cluster, code: self.metrics.api_error(cluster, "actuator", code),
                 on_done=self.metrics.act_duration.record,

@@ -91,6 +91,13 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # A key whose intents failed is decided again after a back-off that doubles from the first
     # value up to the second (seconds), so a decision that keeps failing is retried slowly.
     retry_backoff_seconds: tuple[Seconds, Seconds] = (1.0, 60.0)
+    # A cluster asked what it serves (discovery) or whether it keeps Job spec.managedBy, that
+    # does not answer or answers 429 or 5xx, is asked again after a back-off doubling from the
+    # first value up to the second (seconds).
+    api_retry_seconds: tuple[Seconds, Seconds] = (1.0, 30.0)
+    # One API call that is throttled, fails with 5xx or is cut is tried again after a back-off
+    # doubling from the first value up to the second (seconds); a 429's Retry-After wins.
+    act_retry_seconds: tuple[Seconds, Seconds] = (0.1, 5.0)
     # Write Kubernetes Events about what kbatchd does (`kubectl describe` shows them), as the
     # upstream controllers do; best effort, never in the way of acting.
     kube_events: bool = True
@@ -182,9 +189,10 @@ def load(path: Path | None) -> Settings:
     low, high = settings.daemon.watch_timeout_seconds
     if not 0 < low <= high:
         raise ConfigError(f"{path}: daemon.watch_timeout_seconds: expected 0 < low <= high")
-    first, cap = settings.daemon.retry_backoff_seconds
-    if first > cap:
-        raise ConfigError(f"{path}: daemon.retry_backoff_seconds: expected first <= last")
+    for key in ("retry_backoff_seconds", "api_retry_seconds", "act_retry_seconds"):
+        first, cap = getattr(settings.daemon, key)
+        if first > cap:
+            raise ConfigError(f"{path}: daemon.{key}: expected first <= last")
     for key, problem in _problems(settings):
         raise ConfigError(f"{path}: {key}: {problem}")
     return settings

@@ -20,7 +20,7 @@ import structlog
 from daemon.controllers.base import Reconciler
 from daemon.runtime import eventloop
 from daemon.runtime.leader import default_identity
-from daemon.runtime.supervisor import API_RETRY, Daemon
+from daemon.runtime.supervisor import Daemon
 from daemon.service import logs, provenance, wiring
 from daemon.service.config import ConfigError, Settings, is_loopback, parse_address
 from daemon.service.health import HealthServer
@@ -42,12 +42,10 @@ def build(
     tracing: Tracing | None = None,
     metrics: Metrics | None = None,
     identity: str = "",
-    api_retry: tuple[float, float] = API_RETRY,
 ) -> Daemon:
     """The daemon for `settings`: its reconcilers (`rules`, else those the settings turn on),
-    its traces and metrics (off and private unless given), the provenance record it logs at
-    each start, and how soon it asks a cluster again (`api_retry`). Construct inside a running
-    event loop."""
+    its traces and metrics (off and private unless given), and the provenance record it logs
+    at each start. Construct inside a running event loop."""
     wiring.wire()
     return Daemon(
         settings,
@@ -56,7 +54,6 @@ def build(
         metrics=metrics or Metrics(),
         started=partial(provenance.started, settings),
         identity=identity,
-        api_retry=api_retry,
     )
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import anyio
 from kubernetes_asyncio import client, config
 
-from daemon.runtime.supervisor import API_RETRY
 from daemon.runtime.supervisor import Daemon as Supervisor
 from daemon.service import run
 from daemon.service.config import Cluster, Daemon, LeaderElection, Settings
@@ -53,16 +52,13 @@ async def embedded(
     metrics: Metrics | None = None,
     identity: str = "",
     wait_synced: bool = True,
-    api_retry: tuple[float, float] = API_RETRY,
 ) -> AsyncIterator[Supervisor]:
-    """Run the daemon until the block ends, then stop it cleanly. `api_retry`: how soon it
-    asks a cluster again (`daemon.runtime.supervisor.API_RETRY`)."""
+    """Run the daemon until the block ends, then stop it cleanly."""
     daemon = run.build(
         settings,
         tracing=tracing,
         metrics=metrics,
         identity=identity,
-        api_retry=api_retry,
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: daemon.run(handle_signals=False))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import socket
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import msgspec
 import pytest
 import structlog.testing
 
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.anyio
 
 TOPOLOGY = "blocks=1,racks=1,hosts=1,gpus=8"
 TOKEN = "far-token"
-# Asked again 50 ms after the first failure, at most 0.5 s apart (not 1 s doubling to 30 s).
-QUICK_RETRY = (0.05, 0.5)
+# A cluster asked again 50 ms after the first failure, at most 0.5 s apart (not 1 s doubling
+# to 30 s).
+QUICK: Final = Daemon(tick_seconds=0.1, watch_inactivity_seconds=10, api_retry_seconds=(0.05, 0.5))
 
 
 def _free_port() -> int:
@@ -50,11 +52,9 @@ async def test_a_cluster_that_does_not_answer_joins_when_it_comes_up(tmp_path: P
                 Cluster(name="sim-0", kubeconfig=str(near.kubeconfig_path)),
                 Cluster(name="far", kubeconfig=str(far_config)),
             ],
-            daemon=Daemon(
-                tick_seconds=0.1, watch_inactivity_seconds=10, cluster_sync_wait_seconds=1
-            ),
+            daemon=msgspec.structs.replace(QUICK, cluster_sync_wait_seconds=1),
         )
-        async with embedded(settings, api_retry=QUICK_RETRY) as daemon:
+        async with embedded(settings) as daemon:
             assert daemon.unsynced_clusters() == ["far"]
             near.registry.create(JOBS, "default", job("near-job", run_seconds=0.2))
 
@@ -116,7 +116,7 @@ async def test_the_managed_by_question_is_asked_again_only_after_a_transient_ans
     monkeypatch.setattr(sources, "keeps_job_managed_by", flaky)
     async with (
         SimCluster.start(topology=TOPOLOGY, seed=5) as sim,
-        embedded(settings_for(sim, tmp_path / "kbatchd.db"), api_retry=QUICK_RETRY) as daemon,
+        embedded(settings_for(sim, tmp_path / "kbatchd.db", daemon=QUICK)) as daemon,
     ):
         assert daemon.refused_job_clusters == refused
         assert len(calls) == asked
@@ -138,7 +138,7 @@ async def test_a_cluster_gone_away_logs_one_warning_a_round_not_one_a_kind(
 
     async with AsyncExitStack() as cluster:
         sim = await cluster.enter_async_context(SimCluster.start(topology=TOPOLOGY, seed=6))
-        async with embedded(settings_for(sim, tmp_path / "kbatchd.db"), api_retry=QUICK_RETRY):
+        async with embedded(settings_for(sim, tmp_path / "kbatchd.db", daemon=QUICK)):
             with structlog.testing.capture_logs() as logs:
                 await cluster.aclose()  # the API server stops answering
 

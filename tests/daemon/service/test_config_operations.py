@@ -32,6 +32,8 @@ from tests.processes import child_environment
         ('[tracing]\nendpoint = "collector:4318"\n', "tracing.endpoint"),
         ("[tracing]\nsample_ratio = 2\n", "$.tracing.sample_ratio"),
         ("[daemon]\nretry_backoff_seconds = [60, 1]\n", "daemon.retry_backoff_seconds"),
+        ("[daemon]\napi_retry_seconds = [30, 1]\n", "daemon.api_retry_seconds"),
+        ("[daemon]\nact_retry_seconds = [5, 0.1]\n", "daemon.act_retry_seconds"),
         (
             '[[clusters]]\nname = "a"\nkubeconfig = "$KBATCHD_TEST_UNSET/kubeconfig"\n',
             "clusters[0].kubeconfig",
@@ -51,6 +53,8 @@ from tests.processes import child_environment
         "endpoint-not-url",
         "ratio-above-one",
         "backoff-inverted",
+        "api-retry-inverted",
+        "act-retry-inverted",
         "unset-variable",
     ],
 )
