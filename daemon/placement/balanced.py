@@ -59,13 +59,7 @@ def greedy_fit(
 
 
 def _clear(topo: Topology, counts: Counts, domain: int, leader_only: bool) -> None:
-    pod, pod_wl, sl, sl_wl, leader = (
-        counts.pod,
-        counts.pod_wl,
-        counts.slice,
-        counts.slice_wl,
-        counts.leader,
-    )
+    pod, pod_wl, sl, sl_wl, leader = counts.arrays()
     for d in topo.subtree((domain,)) if topo.children[domain] else (domain,):
         pod_wl[d] = sl_wl[d] = leader[d] = 0
         if not leader_only:
@@ -194,13 +188,7 @@ def _place_evenly(
     if chosen is None or need < len(chosen) * threshold:
         return None
     chosen = leader_order(counts, chosen, least_free=False)
-    pod, pod_wl, sl, sl_wl, leader = (
-        counts.pod,
-        counts.pod_wl,
-        counts.slice,
-        counts.slice_wl,
-        counts.leader,
-    )
+    pod, pod_wl, sl, sl_wl, leader = counts.arrays()
     extra = need - len(chosen) * threshold
     leaders_left = leaders
     for domain in chosen:

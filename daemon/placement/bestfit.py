@@ -272,13 +272,7 @@ def descend(
             )
             if placed is None:
                 return reasons.incomplete(topo.levels[level])
-    pod, pod_wl, sl, sl_wl, leader = (
-        counts.pod,
-        counts.pod_wl,
-        counts.slice,
-        counts.slice_wl,
-        counts.leader,
-    )
+    pod, pod_wl, sl, sl_wl, leader = counts.arrays()
     while level < lowest:
         unit = plan.slice_size if level < plan.slice_level else plan.inner.get(level + 1, 1)
         level += 1

@@ -43,25 +43,17 @@ class Counts:
         clone.leader = self.leader.copy()
         return clone
 
+    def arrays(self) -> tuple[list[int], list[int], list[int], list[int], list[int]]:
+        """pod, pod_wl, slice, slice_wl and leader, for the loops that bind them to locals."""
+        return self.pod, self.pod_wl, self.slice, self.slice_wl, self.leader
+
     def saved(self, domains: Sequence[int]) -> list[tuple[int, int, int, int, int, int]]:
         """The numbers of `domains`, to put back with `restore`."""
-        pod, pod_wl, sl, sl_wl, leader = (
-            self.pod,
-            self.pod_wl,
-            self.slice,
-            self.slice_wl,
-            self.leader,
-        )
+        pod, pod_wl, sl, sl_wl, leader = self.arrays()
         return [(d, pod[d], pod_wl[d], sl[d], sl_wl[d], leader[d]) for d in domains]
 
     def restore(self, saved: Sequence[tuple[int, int, int, int, int, int]]) -> None:
-        pod, pod_wl, sl, sl_wl, leader = (
-            self.pod,
-            self.pod_wl,
-            self.slice,
-            self.slice_wl,
-            self.leader,
-        )
+        pod, pod_wl, sl, sl_wl, leader = self.arrays()
         for d, p, pw, s, sw, lc in saved:
             pod[d], pod_wl[d], sl[d], sl_wl[d], leader[d] = p, pw, s, sw, lc
 
@@ -385,13 +377,7 @@ def _roll_up(
     """One parent's numbers from its children's. A child at an inner slice layer (`unit` > 1)
     contributes only whole inner slices. With a leader, the with-leader numbers subtract the
     smallest leader penalty among leader-capable children."""
-    pod, pod_wl, sl, sl_wl, leader = (
-        counts.pod,
-        counts.pod_wl,
-        counts.slice,
-        counts.slice_wl,
-        counts.leader,
-    )
+    pod, pod_wl, sl, sl_wl, leader = counts.arrays()
     if not leader_required:
         # Without a leader every with-leader number equals its plain one.
         total = sum(pod[k] - pod[k] % unit for k in kids)
