@@ -3,7 +3,7 @@ each restart strategy: pod deletions, pod creations and API calls kbatchd makes 
 JobSet has recovered, and how long that took in simulated time.
 
 It runs kbatchd's own reconcilers (JobSet and Job) on the in-memory world of the unit tests
-(`tests.daemon.controllers.jobset_world`: fold, garbage collector, kubelet, upstream's
+(`tests.daemon.controllers.world`: fold, garbage collector, kubelet, upstream's
 in-place restart agent), so every number is what the daemon would decide, without the noise
 of a loopback API server at this size. Simulated-time assumptions: a new pod is running 10 s
 after its create (scheduling, image, init), an in-place restart takes 3 s (same node, sandbox
@@ -26,8 +26,9 @@ from typing import Any, Final
 from daemon.controllers.job.reconciler import JobReconciler
 from daemon.controllers.jobset.reconciler import JobSetReconciler
 from tests.bench.table import Table
+from tests.daemon.controllers.builders import SECOND
 from tests.daemon.controllers.jobset_builders import jobset_json, rjob
-from tests.daemon.controllers.jobset_world import SECOND, World
+from tests.daemon.controllers.world import JobSetWorld
 
 NODES: Final = 10_000
 JOBS: Final = 1_250
@@ -52,9 +53,9 @@ class Result:
     wall_s: float
 
 
-def _world(failure_policy: dict[str, Any], *, grace_ms: int = 0, **job: Any) -> World:
+def _world(failure_policy: dict[str, Any], *, grace_ms: int = 0, **job: Any) -> JobSetWorld:
     """`grace_ms`: the Job controller's ready_decrease_grace (0, its default, is upstream's)."""
-    world = World(
+    world = JobSetWorld(
         nodes=NODES,
         start_ms=10 * SECOND,
         restart_ms=3 * SECOND,
@@ -80,16 +81,16 @@ def _world(failure_policy: dict[str, Any], *, grace_ms: int = 0, **job: Any) -> 
     return world
 
 
-def _all_ready(world: World) -> bool:
+def _all_ready(world: JobSetWorld) -> bool:
     pods = world.live_pods()
     return len(pods) == JOBS * PODS_PER_JOB and all(p.ready for p in pods)
 
 
 def _measure(
     strategy: str,
-    world: World,
+    world: JobSetWorld,
     ready: Callable[[], bool],
-    fail: Callable[[World], Callable[[], bool]],
+    fail: Callable[[JobSetWorld], Callable[[], bool]],
 ) -> Result:
     world.run(ready, limit_ms=3_600_000)
     calls, created, deleted = world.calls.total, world.calls.pods_created, world.calls.pods_deleted
@@ -108,7 +109,7 @@ def _measure(
     )
 
 
-def _fail_a_pod(world: World) -> str:
+def _fail_a_pod(world: JobSetWorld) -> str:
     """The first pod of Job w-317 fails (backoffLimit 0: its Job fails)."""
     victim = next(p for p in world.live_pods() if p.owners[0].name == "js-w-317")
     world.finish_pod(victim.name, exit_code=1)
@@ -118,7 +119,7 @@ def _fail_a_pod(world: World) -> str:
 def restart_jobset() -> Result:
     world = _world({"maxRestarts": 3}, backoffLimit=0)
 
-    def fail(world: World) -> Callable[[], bool]:
+    def fail(world: JobSetWorld) -> Callable[[], bool]:
         _fail_a_pod(world)
         return lambda: (
             world.jobset().status.get("restarts") == 1
@@ -135,7 +136,7 @@ def restart_jobset() -> Result:
 def restart_job() -> Result:
     world = _world({"maxRestarts": 3, "rules": [{"action": "RestartJob"}]}, backoffLimit=0)
 
-    def fail(world: World) -> Callable[[], bool]:
+    def fail(world: JobSetWorld) -> Callable[[], bool]:
         job = _fail_a_pod(world)
         old = world.jobs()[job].uid
         return lambda: job in world.jobs() and world.jobs()[job].uid != old and _all_ready(world)
@@ -151,7 +152,7 @@ def in_place(grace_ms: int = 0) -> Result:
         podReplacementPolicy="Failed",
     )
 
-    def fail(world: World) -> Callable[[], bool]:
+    def fail(world: JobSetWorld) -> Callable[[], bool]:
         world.restart_in_place(world.live_pods()[4_321].name)
         return lambda: (
             world.jobset().status.get("currentInPlaceRestartAttempt") == 1

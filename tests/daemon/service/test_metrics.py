@@ -12,7 +12,8 @@ import time
 from daemon.service.metrics import Metrics
 from daemon.service.provenance import kbatchd_version, rules_digest
 from events.schema import Decided
-from tests.daemon.controllers.gangs import SECOND, T0, World, key, members, nodes, podgroup
+from tests.daemon.controllers.gang_builders import SECOND, T0, key, members, nodes, podgroup
+from tests.daemon.controllers.world import GangWorld
 
 
 def _samples(text: str) -> dict[str, float]:
@@ -83,7 +84,7 @@ def test_build_info_and_the_process_metrics_of_prometheus_clients() -> None:
     assert began - 3600 * 24 < samples["process_start_time_seconds"] <= began + 0.05
 
 
-def _admit(world: World, ref: str) -> Decided:
+def _admit(world: GangWorld, ref: str) -> Decided:
     decision = world.decide(ref)
     assert decision is not None
     assert decision.reason.startswith("Admitted:")
@@ -93,10 +94,10 @@ def _admit(world: World, ref: str) -> Decided:
 
 
 def test_an_admission_waits_from_its_pod_groups_creation() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     first, second = members("g", 2, gpus=1)
     world.add(podgroup("g", 2), first)
-    world.tick(30 * SECOND)
+    world.advance(30 * SECOND)
     world.add(second)
     metrics = Metrics()
     metrics.decided([_admit(world, key("g"))], world.state)
@@ -115,10 +116,10 @@ def test_an_admission_after_an_eviction_waits_from_the_eviction() -> None:
         "message": "evicted",
         "lastTransitionTime": "2026-01-01T00:01:00Z",
     }
-    world = World(nodes())
+    world = GangWorld(nodes())
     group = podgroup("g", 2, conditions=[evicted], annotations={"kbatchd.dev/evictions": "1"})
     world.add(group, *members("g", 2, gpus=1))
-    world.tick(75 * SECOND)  # past the eviction's back-off (10 s)
+    world.advance(75 * SECOND)  # past the eviction's back-off (10 s)
     metrics = Metrics()
     metrics.decided([_admit(world, key("g"))], world.state)
     samples = _samples(metrics.render())

@@ -15,13 +15,12 @@ from daemon.controllers.gang.spec import KUEUE_PREFERRED, KUEUE_SLICE_REQUIRED, 
 from events.fold import fold
 from events.intents import Bind, Patch
 from events.schema import Outcome
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     HOST,
     RACK,
     SECOND,
     T0,
-    World,
     binds,
     blocker,
     key,
@@ -31,14 +30,15 @@ from tests.daemon.controllers.gangs import (
     podgroup,
     status_conditions,
 )
+from tests.daemon.controllers.world import GangWorld
 
 SCHEDULED = "PodGroupScheduled"
 
 
-def blocked_world(per_rack: int = 4) -> World:
+def blocked_world(per_rack: int = 4) -> GangWorld:
     """Two racks of 2 hosts × 8 GPUs; `per_rack` GPUs of each rack already taken by default-
     scheduler pods (on host 0 of each rack)."""
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         blocker("block-r0", "b0-r0-h0", per_rack),
         blocker("block-r1", "b0-r1-h0", per_rack),
@@ -47,7 +47,7 @@ def blocked_world(per_rack: int = 4) -> World:
 
 
 def test_a_group_with_fewer_members_than_min_count_binds_nothing() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4), *members("g", 3))
     decision = world.run(key("g"))
     assert decision is not None
@@ -63,7 +63,7 @@ def test_a_group_with_fewer_members_than_min_count_binds_nothing() -> None:
 
 
 def test_gated_members_do_not_count_and_other_schedulers_pods_are_not_ours() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 2), member("g-0", "g"), member("g-1", "g", gates=("hold",)))
     decision = world.decide(key("g"))
     assert decision is not None
@@ -73,7 +73,7 @@ def test_gated_members_do_not_count_and_other_schedulers_pods_are_not_ours() -> 
 
 
 def test_a_group_that_fits_is_bound_whole_with_a_scheduled_condition() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4), *members("g", 4, gpus=2))
     decision = world.decide(key("g"))
     assert decision is not None
@@ -97,7 +97,7 @@ def test_a_group_that_fits_is_bound_whole_with_a_scheduled_condition() -> None:
 
 
 def test_not_enough_room_binds_nothing_and_says_why() -> None:
-    world = World(nodes())  # 32 GPUs on 4 hosts
+    world = GangWorld(nodes())  # 32 GPUs on 4 hosts
     world.add(podgroup("big", 10), *members("big", 10, gpus=3))  # 30 GPUs, 2 pods a host
     decision = world.run(key("big"))
     assert decision is not None
@@ -109,7 +109,7 @@ def test_not_enough_room_binds_nothing_and_says_why() -> None:
 
 
 def test_a_demand_above_the_whole_clusters_free_room_is_not_placed() -> None:
-    world = World(nodes())  # 32 GPUs
+    world = GangWorld(nodes())  # 32 GPUs
     world.add(podgroup("big", 40), *members("big", 40))
     decision = world.run(key("big"))
     assert decision is not None
@@ -131,7 +131,7 @@ def test_a_group_waiting_for_room_keeps_its_message_while_the_cluster_stays_shor
     # More of the cluster taken: too little left anywhere, but the status is not rewritten.
     for host in ("b0-r0-h1", "b0-r1-h1"):
         world.add(blocker(f"more-{host}", host, 5))  # 14 GPUs left of the 16 it needs
-    world.tick(SECOND)
+    world.advance(SECOND)
     decision = world.run(key("g"))
     assert decision is not None
     assert decision.intents == ()
@@ -199,7 +199,7 @@ def test_preferred_level_falls_back_upwards_to_the_block() -> None:
 
 
 def test_a_slice_size_that_does_not_divide_the_members_is_an_error_not_a_wait() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     notes = {KUEUE_SLICE_REQUIRED: HOST, KUEUE_SLICE_SIZE: "3"}
     world.add(podgroup("g", 8), *members("g", 8, annotations=notes))
     decision = world.run(key("g"))
@@ -235,7 +235,7 @@ def test_a_constraint_on_a_label_outside_the_configured_levels_still_places() ->
         msgspec.structs.replace(n, labels={**n.labels, "zone": "z1" if "r1" in n.name else "z0"})
         for n in nodes()
     ]
-    world = World(zoned)
+    world = GangWorld(zoned)
     world.add(podgroup("g", 12, topology_key="zone"), *members("g", 12))
     decision = world.run(key("g"))
     assert decision is not None
@@ -252,11 +252,11 @@ def test_unschedulable_groups_are_requeued_on_an_aligned_exponential_schedule() 
     first = world.run(key("g"))
     assert first is not None
     assert first.requeue_at == T0 + 1 * SECOND
-    world.tick(1500)
+    world.advance(1500)
     again = world.decide(key("g"))
     assert again is not None
     assert again.requeue_at == T0 + 3 * SECOND
-    world.tick(200 * SECOND)
+    world.advance(200 * SECOND)
     later = world.decide(key("g"))
     assert later is not None
     assert later.requeue_at is not None
@@ -267,7 +267,7 @@ def test_unschedulable_groups_are_requeued_on_an_aligned_exponential_schedule() 
 
 
 def test_members_arriving_after_admission_join_the_groups_rack() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4, topology_key=RACK), *members("g", 4))
     world.run(key("g"))
     rack = {world.rack_of(n) for n in world.placed("g").values()}
@@ -281,7 +281,7 @@ def test_members_arriving_after_admission_join_the_groups_rack() -> None:
 
 def test_bindings_already_made_are_kept_and_the_rest_join_them() -> None:
     # A restart between binds and status: two members are bound, two are not.
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         podgroup("g", 4, topology_key=RACK),
         member("g-0", "g", node="b0-r1-h1"),
@@ -296,7 +296,7 @@ def test_bindings_already_made_are_kept_and_the_rest_join_them() -> None:
 
 
 def test_two_groups_decided_from_one_state_never_share_the_same_room() -> None:
-    world = World(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
     world.add(podgroup("a", 10), *members("a", 10), podgroup("b", 10), *members("b", 10))
     first = world.decide(key("a"))
     second = world.decide(key("b"))  # same state: the first admission is remembered
@@ -308,7 +308,7 @@ def test_two_groups_decided_from_one_state_never_share_the_same_room() -> None:
 
 
 def test_bindings_in_flight_count_as_taken() -> None:
-    world = World(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
     world.add(podgroup("a", 10), *members("a", 10), podgroup("b", 10), *members("b", 10))
     decision = world.decide(key("a"))
     assert decision is not None
@@ -319,7 +319,7 @@ def test_bindings_in_flight_count_as_taken() -> None:
     assert binds(other) == {}
 
 
-def _carried_out(world: World, decision: Decision) -> None:
+def _carried_out(world: GangWorld, decision: Decision) -> None:
     """Log `decision` and fold a successful outcome of each intent: the watch lags."""
     seq = world.log(key("a"), decision)
     for index in range(len(decision.intents)):
@@ -331,7 +331,7 @@ def _carried_out(world: World, decision: Decision) -> None:
 
 
 def test_a_bind_carried_out_but_not_yet_watched_still_takes_its_room() -> None:
-    world = World(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
     world.add(podgroup("a", 10), *members("a", 10), podgroup("b", 10), *members("b", 10))
     decision = world.decide(key("a"))
     assert decision is not None
@@ -348,7 +348,7 @@ def test_decisions_do_not_depend_on_the_order_objects_were_seen() -> None:
         objects += members("g", 20, annotations={KUEUE_PREFERRED: RACK})
         objects += [blocker("x", "b0-r0-h0", 3), blocker("y", "b1-r1-h1", 5)]
         random.Random(seed).shuffle(objects)
-        world = World(objects, rec=GangReconciler())
+        world = GangWorld(objects, rec=GangReconciler())
         return binds(world.decide(key("g")))
 
     first = build(0)
@@ -358,7 +358,7 @@ def test_decisions_do_not_depend_on_the_order_objects_were_seen() -> None:
 
 
 def test_pods_naming_the_group_with_another_scheduler_block_it() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         podgroup("g", 2),
         member("g-0", "g"),
@@ -388,7 +388,7 @@ def test_a_malformed_podgroup_is_reported_naming_the_field(
     spec: dict[str, Any], field: str
 ) -> None:
     group = podgroup("g", 1)
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(msgspec.structs.replace(group, spec=spec), member("g-0", "g"))
     decision = world.run(key("g"))
     assert decision is not None
@@ -408,7 +408,7 @@ def test_room_taken_earlier_in_the_pass_shows_in_every_tree_of_the_pass() -> Non
         msgspec.structs.replace(n, labels={**n.labels, "zone": "z0"})
         for n in nodes("blocks=1,racks=1,hosts=2,gpus=8")
     ]
-    world = World(zoned)
+    world = GangWorld(zoned)
     world.add(podgroup("a", 10), *members("a", 10))
     world.add(podgroup("b", 6, topology_key="zone"), *members("b", 6, gpus=2))
     first = world.decide(key("a"))

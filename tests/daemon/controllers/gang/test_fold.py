@@ -7,11 +7,10 @@ import msgspec
 
 from events import fold
 from events.state import decode_state, encode_state
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     NS,
     T0,
-    World,
     blocker,
     key,
     member,
@@ -20,6 +19,7 @@ from tests.daemon.controllers.gangs import (
     podgroup,
     workload,
 )
+from tests.daemon.controllers.world import GangWorld
 
 UNSCHEDULABLE = [
     {
@@ -33,7 +33,7 @@ UNSCHEDULABLE = [
 
 
 def test_members_are_indexed_by_group_until_deleted() -> None:
-    world = World()
+    world = GangWorld()
     world.add(*members("g", 2), member("other", "h"), member("alone", ""))
     assert world.state.group_members == {
         f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-00", f"{CLUSTER}/{NS}/g-01"},
@@ -47,7 +47,7 @@ def test_members_are_indexed_by_group_until_deleted() -> None:
 
 
 def test_groups_are_indexed_by_the_workload_they_were_made_from_until_deleted() -> None:
-    world = World()
+    world = GangWorld()
     world.add(
         podgroup("w-a", 1, workload="w", template="a"),
         podgroup("w-b", 1, workload="w", template="b"),
@@ -64,7 +64,7 @@ def test_groups_are_indexed_by_the_workload_they_were_made_from_until_deleted() 
 
 
 def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
-    world = World()
+    world = GangWorld()
     world.add(workload("w", ["main"]), podgroup("w-main", 1, workload="w", template="main"))
     dirty = world.observe(member("p", "w-main"), "ADDED")
     assert {key("w-main"), key("w", "Workload")} <= dirty
@@ -73,7 +73,7 @@ def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
 
 
 def test_only_groups_marked_unschedulable_wait() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("waiting", 4, conditions=UNSCHEDULABLE), podgroup("fine", 4))
     assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/{NS}/waiting")]}
     world.observe(podgroup("waiting", 4))  # condition gone
@@ -81,7 +81,7 @@ def test_only_groups_marked_unschedulable_wait() -> None:
 
 
 def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         workload("w", ["main"]),
         podgroup("w-main", 4, workload="w", template="main", conditions=UNSCHEDULABLE),
@@ -98,7 +98,7 @@ def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does()
 
 
 def test_the_indexes_survive_a_snapshot() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         podgroup("g", 4, conditions=UNSCHEDULABLE, workload="w"), *members("g", 3), podgroup("h")
     )
@@ -113,7 +113,7 @@ def test_the_indexes_survive_a_snapshot() -> None:
 
 
 def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4, workload="w"), podgroup("h"))
     raw = msgspec.msgpack.decode(encode_state(world.state))
     del raw["workload_groups"]
@@ -122,7 +122,7 @@ def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
 
 
 def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     young = msgspec.structs.replace(podgroup("a", 2, conditions=UNSCHEDULABLE), created=T0 + 5)
     old = msgspec.structs.replace(podgroup("b", 2, conditions=UNSCHEDULABLE), created=T0 + 1)
     world.add(young, old)
@@ -136,7 +136,7 @@ def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
 
 def test_a_snapshot_from_before_the_queue_still_loads() -> None:
     """Older snapshots kept a ``gang_waiting`` set; the field is ignored, not an error."""
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4, conditions=UNSCHEDULABLE))
     raw = msgspec.msgpack.decode(encode_state(world.state))
     del raw["gang_queue"]

@@ -16,10 +16,9 @@ from events.intents import Bind
 from events.objects import Node
 from events.schema import Outcome
 from tests.daemon.controllers.gang.test_workloads import SERVE, ratio_world
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     NS,
-    World,
     binds,
     blocker,
     deletes,
@@ -30,15 +29,16 @@ from tests.daemon.controllers.gangs import (
     podgroup,
     status_conditions,
 )
+from tests.daemon.controllers.world import GangWorld
 
 SIZE = 8
 
 
-def cut_short(bound: int) -> tuple[World, dict[str, str]]:
+def cut_short(bound: int) -> tuple[GangWorld, dict[str, str]]:
     """A group of `SIZE` admitted by a decision of which only the first `bound` binds landed
     before the daemon died; the restart marks the rest unconfirmed (as the supervisor does).
     Returns the world and the binds the admission decided."""
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", SIZE), *members("g", SIZE))
     decision = world.decide(key("g"))
     assert decision is not None
@@ -60,41 +60,41 @@ def cut_short(bound: int) -> tuple[World, dict[str, str]]:
     return world, planned
 
 
-def finish_two(world: World, _: dict[str, str]) -> None:
+def finish_two(world: GangWorld, _: dict[str, str]) -> None:
     """Two bound members ran to completion while the daemon was down."""
     for name in sorted(world.placed("g"))[:2]:
         world.set_pod(name, phase="Succeeded")
 
 
-def delete_a_pending_member(world: World, _: dict[str, str]) -> None:
+def delete_a_pending_member(world: GangWorld, _: dict[str, str]) -> None:
     world.remove(world.pod(f"g-{SIZE - 1:02d}"))
 
 
-def replace_a_pending_member(world: World, _: dict[str, str]) -> None:
+def replace_a_pending_member(world: GangWorld, _: dict[str, str]) -> None:
     """Deleted and made again under the same name: not the pod the admission placed."""
     name = f"g-{SIZE - 1:02d}"
     world.remove(world.pod(name))
     world.add(msgspec.structs.replace(member(name, "g"), uid="uid-again"))
 
 
-def remove_a_planned_node(world: World, planned: dict[str, str]) -> None:
+def remove_a_planned_node(world: GangWorld, planned: dict[str, str]) -> None:
     node = world.state.nodes[f"{CLUSTER}//{planned[f'g-{SIZE - 1:02d}']}"]
     world.remove(node)
 
 
-def cordon_a_planned_node(world: World, planned: dict[str, str]) -> None:
+def cordon_a_planned_node(world: GangWorld, planned: dict[str, str]) -> None:
     node: Node = world.state.nodes[f"{CLUSTER}//{planned[f'g-{SIZE - 1:02d}']}"]
     world.observe(msgspec.structs.replace(node, unschedulable=True, rv="9"))
 
 
-def fill_a_planned_node(world: World, planned: dict[str, str]) -> None:
+def fill_a_planned_node(world: GangWorld, planned: dict[str, str]) -> None:
     world.add(blocker("squatter", planned[f"g-{SIZE - 1:02d}"], 8))
 
 
 @dataclass(frozen=True)
 class Case:
     bound: int
-    meanwhile: Callable[[World, dict[str, str]], None] | None
+    meanwhile: Callable[[GangWorld, dict[str, str]], None] | None
     # None: finished with the remaining binds; else the start of the requeue's reason.
     revoked: str | None = None
 
@@ -121,7 +121,7 @@ def test_an_admission_cut_short_is_finished_from_the_log_or_undone_whole(case: C
     before = set(world.placed("g"))
     decision = world.decide(key("g"))
     assert decision is not None
-    world.apply(decision, world.log(key("g"), decision))
+    world.carry_out(decision, world.log(key("g"), decision))
     written = status_conditions(decision, "g")["PodGroupScheduled"]
     if case.revoked is None:
         assert written["status"] == "True"
@@ -147,7 +147,7 @@ def test_an_admission_cut_short_is_finished_from_the_log_or_undone_whole(case: C
 
 
 def test_the_admission_is_in_the_state_from_its_decision_until_the_group_is_seen_whole() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 2), *members("g", 2))
     decision = world.decide(key("g"))
     assert decision is not None
@@ -159,12 +159,12 @@ def test_the_admission_is_in_the_state_from_its_decision_until_the_group_is_seen
     assert admission.binds == {
         f"{CLUSTER}/{NS}/{name}": (f"uid-{name}", node) for name, node in binds(decision).items()
     }
-    world.apply(decision, seq)
+    world.carry_out(decision, seq)
     assert group_key not in world.state.admissions
 
 
 def test_members_that_succeeded_count_towards_min_count() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4), *members("g", 3))
     world.add(member("g-done", "g", node="b0-r0-h0", phase="Succeeded"))
     decision = world.run(key("g"))
@@ -197,7 +197,7 @@ def test_role_groups_admitted_together_are_finished_or_undone_together(
         world.remove(world.pod("serve-decode-02"))
     again = world.decide(SERVE)
     assert again is not None
-    world.apply(again, world.log(SERVE, again))
+    world.carry_out(again, world.log(SERVE, again))
     prefill = status_conditions(again, "serve-prefill")["PodGroupScheduled"]
     decode = status_conditions(again, "serve-decode")["PodGroupScheduled"]
     if lose_a_decoder:

@@ -7,10 +7,9 @@ from daemon.controllers.gang.spec import EVICTIONS
 from daemon.controllers.runner import decide
 from events.intents import Patch
 from events.reasons import categorize
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     SECOND,
     T0,
-    World,
     binds,
     deletes,
     key,
@@ -19,10 +18,11 @@ from tests.daemon.controllers.gangs import (
     podgroup,
     status_conditions,
 )
+from tests.daemon.controllers.world import GangWorld
 
 
-def admitted(rec: GangReconciler | None = None) -> World:
-    world = World(nodes(), **({"rec": rec} if rec else {}))
+def admitted(rec: GangReconciler | None = None) -> GangWorld:
+    world = GangWorld(nodes(), **({"rec": rec} if rec else {}))
     world.add(podgroup("g", 4), *members("g", 4))
     decision = world.run(key("g"))
     assert decision is not None
@@ -30,20 +30,20 @@ def admitted(rec: GangReconciler | None = None) -> World:
     return world
 
 
-def recreate(world: World, generation: int) -> None:
+def recreate(world: GangWorld, generation: int) -> None:
     """What the owning controller does after an eviction: new pods, new names."""
     world.add(*members("g", 4, prefix=f"g{generation}"))
 
 
 def test_a_group_not_ready_in_time_is_evicted_as_a_whole_and_requeued_with_back_off() -> None:
     world = admitted()
-    world.tick(30 * SECOND)
+    world.advance(30 * SECOND)
     waiting = world.decide(key("g"))
     assert waiting is not None
     assert waiting.intents == ()
     assert waiting.requeue_at == T0 + 60 * SECOND, "woken at the deadline"
     world.set_pod("g-00", phase="Running", conditions={"Ready": "True"})
-    world.tick(30 * SECOND)  # the deadline: 1 of minCount 4 ready
+    world.advance(30 * SECOND)  # the deadline: 1 of minCount 4 ready
     evicted = world.run(key("g"))
     assert evicted is not None
     assert deletes(evicted) == ["g-00", "g-01", "g-02", "g-03"]
@@ -62,13 +62,13 @@ def test_a_group_not_ready_in_time_is_evicted_as_a_whole_and_requeued_with_back_
     assert binds(backing_off) == {}
     assert backing_off.reason.startswith("BackingOff: evicted 1 time(s)")
     assert backing_off.requeue_at == world.now + 10 * SECOND
-    world.tick(10 * SECOND)
+    world.advance(10 * SECOND)
     again = world.run(key("g"))
     assert again is not None
     assert len(binds(again)) == 4
     assert world.condition("g")["status"] == "True"
 
-    world.tick(60 * SECOND)
+    world.advance(60 * SECOND)
     second = world.run(key("g"))
     assert second is not None
     assert len(deletes(second)) == 4
@@ -85,7 +85,7 @@ def test_reaching_ready_once_ends_the_timer() -> None:
     ready = world.condition("g", "PodsReady")
     assert (ready["status"], ready["reason"]) == ("True", "Started")
     world.set_pod("g-00", conditions={"Ready": "False"})
-    world.tick(120 * SECOND)
+    world.advance(120 * SECOND)
     later = world.decide(key("g"))
     assert later is not None
     assert later.intents == ()
@@ -93,7 +93,7 @@ def test_reaching_ready_once_ends_the_timer() -> None:
 
 
 def test_an_admission_logs_two_decisions_and_the_passes_between_them_none() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("g", 4), *members("g", 4))
     logged: list[str] = []
 
@@ -101,7 +101,7 @@ def test_an_admission_logs_two_decisions_and_the_passes_between_them_none() -> N
         event, decision = decide(world.state, world.rec, key("g"))
         if event is not None:
             assert decision is not None
-            world.apply(decision, world.log(key("g"), decision))
+            world.carry_out(decision, world.log(key("g"), decision))
             logged.append(event.reason)
 
     for _ in range(3):
@@ -120,7 +120,7 @@ def test_succeeded_members_count_as_ready() -> None:
     world = admitted()
     for i in range(4):
         world.set_pod(f"g-0{i}", phase="Succeeded")
-    world.tick(120 * SECOND)
+    world.advance(120 * SECOND)
     decision = world.run(key("g"))
     assert decision is not None
     assert deletes(decision) == []
@@ -130,7 +130,7 @@ def test_succeeded_members_count_as_ready() -> None:
 def test_without_a_timeout_nothing_is_evicted() -> None:
     world = admitted(GangReconciler(ready_timeout_ms=None))
     assert world.condition("g", "PodsReady") == {}
-    world.tick(3600 * SECOND)
+    world.advance(3600 * SECOND)
     decision = world.decide(key("g"))
     assert decision is not None
     assert decision.intents == ()
@@ -139,16 +139,16 @@ def test_without_a_timeout_nothing_is_evicted() -> None:
 def test_the_eviction_limit_stops_requeueing() -> None:
     rec = GangReconciler(ready_timeout_ms=10 * SECOND, backoff_base_ms=SECOND, max_evictions=1)
     world = admitted(rec)
-    world.tick(10 * SECOND)
+    world.advance(10 * SECOND)
     assert deletes(world.run(key("g"))) == ["g-00", "g-01", "g-02", "g-03"]
     recreate(world, 1)
-    world.tick(5 * SECOND)
+    world.advance(5 * SECOND)
     limited = world.run(key("g"))
     assert limited is not None
     assert binds(limited) == {}
     condition = world.condition("g")
     assert condition["reason"] == "RequeuingLimitExceeded"
-    world.tick(3600 * SECOND)
+    world.advance(3600 * SECOND)
     final = world.decide(key("g"))
     assert final is not None
     assert final.intents == ()
@@ -160,7 +160,7 @@ def test_the_admission_time_lives_in_the_cluster_object() -> None:
     # deadline back from the condition's lastTransitionTime.
     world = admitted()
     assert world.condition("g")["lastTransitionTime"] == "2026-01-01T00:00:00Z"
-    world.tick(61 * SECOND)
+    world.advance(61 * SECOND)
     decision = GangReconciler(ready_timeout_ms=60 * SECOND).decide(world.state, key("g"), world.now)
     assert decision is not None
     assert len(deletes(decision)) == 4
@@ -182,7 +182,7 @@ def test_backoff_is_kueues_doubling_capped() -> None:
 
 def test_eviction_patches_the_counter_outside_the_status() -> None:
     world = admitted()
-    world.tick(60 * SECOND)
+    world.advance(60 * SECOND)
     decision = world.decide(key("g"))
     assert decision is not None
     meta = [i for i in decision.intents if isinstance(i, Patch) and not i.subresource]

@@ -6,7 +6,8 @@ import msgspec
 import pytest
 
 from events.objects import Node, NodeSelectorRequirement, Pod, Taint, Toleration
-from tests.daemon.controllers.gangs import RACK, World, binds, key, members, nodes, podgroup
+from tests.daemon.controllers.gang_builders import RACK, binds, key, members, nodes, podgroup
+from tests.daemon.controllers.world import GangWorld
 
 GPU_TAINT = Taint("nvidia.com/gpu", "NoSchedule", "present")
 
@@ -48,7 +49,7 @@ def group(
 def test_members_land_only_on_nodes_they_accept(
     tainted: bool, selector: dict[str, str] | None, tolerate: bool, count: int, racks: set[str]
 ) -> None:
-    world = World(cluster(pool_b_tainted=tainted))
+    world = GangWorld(cluster(pool_b_tainted=tainted))
     world.add(podgroup("g", count), *group(count, selector=selector, tolerate=tolerate))
     decision = world.run(key("g"))
     assert decision is not None
@@ -70,7 +71,7 @@ def test_members_land_only_on_nodes_they_accept(
 def test_a_gang_no_accepted_node_can_hold_binds_nothing(
     tainted: bool, selector: dict[str, str], count: int, reason: str
 ) -> None:
-    world = World(cluster(pool_b_tainted=tainted))
+    world = GangWorld(cluster(pool_b_tainted=tainted))
     world.add(podgroup("g", count), *group(count, selector=selector))
     decision = world.run(key("g"))
     assert decision is not None
@@ -79,7 +80,7 @@ def test_a_gang_no_accepted_node_can_hold_binds_nothing(
 
 
 def test_required_node_affinity_confines_the_gang() -> None:
-    world = World(cluster())
+    world = GangWorld(cluster())
     terms = ((NodeSelectorRequirement("pool", "In", ("b",)),),)
     pods = [msgspec.structs.replace(p, node_affinity=terms) for p in members("g", 8)]
     world.add(podgroup("g", 8), *pods)
@@ -90,7 +91,7 @@ def test_required_node_affinity_confines_the_gang() -> None:
 
 
 def test_required_node_affinity_no_node_satisfies_binds_nothing() -> None:
-    world = World(cluster())
+    world = GangWorld(cluster())
     terms = ((NodeSelectorRequirement("pool", "NotIn", ("a", "b")),),)
     pods = [msgspec.structs.replace(p, node_affinity=terms) for p in members("g", 2)]
     world.add(podgroup("g", 2), *pods)

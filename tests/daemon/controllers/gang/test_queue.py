@@ -9,12 +9,11 @@ import pytest
 from daemon.controllers.gang.projection import QUEUE
 from daemon.controllers.gang.reconciler import QUEUE_LOOKAHEAD
 from daemon.controllers.runner import released
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     REC,
     SECOND,
     T0,
-    World,
     binds,
     blocker,
     key,
@@ -23,6 +22,7 @@ from tests.daemon.controllers.gangs import (
     podgroup,
     workload,
 )
+from tests.daemon.controllers.world import GangWorld
 
 WAITING = [
     {
@@ -36,10 +36,10 @@ WAITING = [
 QUEUE_KEY = f"{QUEUE}/{CLUSTER}"
 
 
-def waiting_world(free: int, groups: list[tuple[str, int, int]]) -> World:
+def waiting_world(free: int, groups: list[tuple[str, int, int]]) -> GangWorld:
     """One host of 8 GPUs with `free` of them free; `groups` are (name, pods of one GPU, age
     order) waiting for room."""
-    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
     if free < 8:
         world.add(blocker("taken", "b0-r0-h0", 8 - free))
     for name, pods, order in groups:
@@ -95,7 +95,7 @@ def test_a_group_whose_binds_are_in_flight_is_passed_over_and_not_charged_twice(
 
 
 def test_a_group_waiting_for_members_is_not_released_for_room() -> None:
-    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
     world.add(podgroup("g", 4, conditions=WAITING))  # no member yet
     assert REC.release(world.state, QUEUE_KEY) == []
 
@@ -119,7 +119,7 @@ def test_a_pod_finishing_marks_the_queue_and_the_runner_releases_from_it() -> No
 
 
 def test_a_cluster_without_waiting_groups_marks_no_queue() -> None:
-    world = World(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
     world.add(blocker("taken", "b0-r0-h0", 4))
     world.dirty.clear()
     world.remove(world.pod("taken"))

@@ -14,11 +14,10 @@ from daemon.controllers.gang.spec import (
     ROLE_RATIO_TOPOLOGY,
     GangSpecError,
 )
-from tests.daemon.controllers.gangs import (
+from tests.daemon.controllers.gang_builders import (
     BLOCK,
     RACK,
     SECOND,
-    World,
     binds,
     blocker,
     deletes,
@@ -30,12 +29,13 @@ from tests.daemon.controllers.gangs import (
     status_conditions,
     workload,
 )
+from tests.daemon.controllers.world import GangWorld
 
 WL = key("job", "Workload")
 
 
-def leader_world(*, rack: bool = False) -> World:
-    world = World(nodes("blocks=1,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
+def leader_world(*, rack: bool = False) -> GangWorld:
+    world = GangWorld(nodes("blocks=1,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
     level = RACK if rack else None
     world.add(
         workload("job", ["leader", "workers"]),
@@ -107,7 +107,7 @@ def test_losing_the_leader_restarts_the_whole_job() -> None:
 
 
 def test_a_leader_that_times_out_takes_the_workers_with_it() -> None:
-    world = World(nodes(), rec=GangReconciler(ready_timeout_ms=10 * SECOND))
+    world = GangWorld(nodes(), rec=GangReconciler(ready_timeout_ms=10 * SECOND))
     world.add(
         workload("job", ["driver", "workers"], {LEADER_TEMPLATE: "driver"}),
         podgroup("job-driver", 1, workload="job", template="driver"),
@@ -116,7 +116,7 @@ def test_a_leader_that_times_out_takes_the_workers_with_it() -> None:
         *members("job-workers", 2),
     )
     world.run(WL)
-    world.tick(10 * SECOND)
+    world.advance(10 * SECOND)
     decision = world.run(WL)
     assert decision is not None
     assert deletes(decision) == ["job-driver-0", "job-workers-00", "job-workers-01"]
@@ -124,7 +124,7 @@ def test_a_leader_that_times_out_takes_the_workers_with_it() -> None:
 
 
 def test_a_workload_without_a_leader_template_leaves_its_groups_to_themselves() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(
         workload("plain", ["main"]),
         podgroup("plain-main", 2, workload="plain", template="main"),
@@ -137,7 +137,7 @@ def test_a_workload_without_a_leader_template_leaves_its_groups_to_themselves() 
 
 
 def test_a_group_whose_workload_is_not_seen_yet_waits_for_it() -> None:
-    world = World(nodes())
+    world = GangWorld(nodes())
     world.add(podgroup("early", 1, workload="later"), member("early-0", "early"))
     decision = world.decide(key("early"))
     assert decision is not None
@@ -149,10 +149,10 @@ def test_a_group_whose_workload_is_not_seen_yet_waits_for_it() -> None:
 # -- role ratios ----------------------------------------------------------------------------
 
 
-def ratio_world(prefill: int, decode: int, *, gpus: int = 4, extra: str = "") -> World:
+def ratio_world(prefill: int, decode: int, *, gpus: int = 4, extra: str = "") -> GangWorld:
     """Racks of 2 hosts × 8 GPUs (16 per rack); a unit of 1 prefill + 3 decode at `gpus`
     GPUs each takes 4 × gpus."""
-    world = World(nodes("blocks=2,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
+    world = GangWorld(nodes("blocks=2,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
     notes = {ROLE_RATIO: "prefill=1,decode=3"}
     if extra:
         notes[ROLE_RATIO_TOPOLOGY] = extra
@@ -169,7 +169,7 @@ def ratio_world(prefill: int, decode: int, *, gpus: int = 4, extra: str = "") ->
 SERVE = key("serve", "Workload")
 
 
-def units_by_rack(world: World) -> dict[str, Counter[str]]:
+def units_by_rack(world: GangWorld) -> dict[str, Counter[str]]:
     found: dict[str, Counter[str]] = {}
     for group in ("serve-prefill", "serve-decode"):
         for node in world.placed(group).values():
@@ -242,7 +242,7 @@ def test_later_whole_units_are_added_and_partial_ones_wait() -> None:
 
 
 def test_a_wider_required_level_keeps_all_units_in_one_domain() -> None:
-    world = World(nodes("blocks=2,racks=3,hosts=2,gpus=8"), rec=GangReconciler())
+    world = GangWorld(nodes("blocks=2,racks=3,hosts=2,gpus=8"), rec=GangReconciler())
     world.add(
         workload("serve", ["prefill", "decode"], {ROLE_RATIO: "prefill=1,decode=3"}),
         podgroup("serve-prefill", 2, workload="serve", template="prefill", topology_key=BLOCK),
@@ -275,7 +275,7 @@ def test_the_unit_level_can_be_chosen_per_workload() -> None:
 
 
 def test_a_ratio_naming_a_missing_template_is_an_error_on_the_groups() -> None:
-    world = World(nodes(), rec=GangReconciler())
+    world = GangWorld(nodes(), rec=GangReconciler())
     world.add(
         workload("serve", ["prefill", "decode"], {ROLE_RATIO: "prefill=1,decoder=3"}),
         podgroup("serve-prefill", 1, workload="serve", template="prefill"),
@@ -294,7 +294,7 @@ def test_ratio_units_are_evicted_together_when_one_role_is_late() -> None:
     world.run(SERVE)
     world.set_pod("serve-prefill-00", phase="Running", conditions={"Ready": "True"})
     world.run(SERVE)
-    world.tick(10 * SECOND)
+    world.advance(10 * SECOND)
     decision = world.run(SERVE)
     assert decision is not None
     assert len(deletes(decision)) == 4
@@ -324,7 +324,7 @@ def test_ratios_parse_in_written_order() -> None:
 
 
 def test_a_one_role_ratio_that_does_not_fit_says_why_once() -> None:
-    world = World(nodes("blocks=1,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
+    world = GangWorld(nodes("blocks=1,racks=2,hosts=2,gpus=8"), rec=GangReconciler())
     world.add(
         workload("solo", ["main", "other"], {ROLE_RATIO: "main=2"}),
         podgroup("solo-main", 2, workload="solo", template="main"),

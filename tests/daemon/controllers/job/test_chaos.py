@@ -14,7 +14,7 @@ import pytest
 
 from daemon.controllers.job.reconciler import JobReconciler
 from tests.daemon.controllers.builders import T0, make_job, make_node, make_state
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 SPECS: list[dict[str, Any]] = [
     {"parallelism": 3, "completions": 5},
@@ -56,7 +56,7 @@ def counted(status: dict[str, Any]) -> tuple[int, int]:
     return failed, succeeded
 
 
-def act(cluster: FakeCluster, rnd: random.Random) -> None:
+def act(cluster: JobWorld, rnd: random.Random) -> None:
     live = [p for p in cluster.pods() if not p.terminal]
     roll = rnd.random()
     pod = rnd.choice(live) if live else None
@@ -90,7 +90,7 @@ def test_random_histories_keep_the_accounting_invariants(block: int) -> None:
         rnd = random.Random(seed)
         rec = JobReconciler(stuck_terminating_after_ms=rnd.choice([None, 30_000]))
         state = make_state(make_job(**rnd.choice(SPECS)), nodes=[make_node("n1")])
-        cluster = FakeCluster(state, rec=rec)
+        cluster = JobWorld(state, rec=rec)
         cluster.now = T0
         previous = (0, 0)
         for _ in range(150):

@@ -22,14 +22,14 @@ from tests.daemon.controllers.builders import (
     make_state,
     observe,
 )
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 MODES = pytest.mark.parametrize("mode", ["NonIndexed", "Indexed"])
 POLICIES = pytest.mark.parametrize("policy", ["Failed", "TerminatingOrFailed"])
 
 
-def started(**spec: Any) -> FakeCluster:
-    cluster = FakeCluster(make_state(make_job(**spec)))
+def started(**spec: Any) -> JobWorld:
+    cluster = JobWorld(make_state(make_job(**spec)))
     cluster.now = T0
     cluster.settle()
     cluster.run_all()
@@ -37,16 +37,16 @@ def started(**spec: Any) -> FakeCluster:
     return cluster
 
 
-def gone(cluster: FakeCluster, name: str) -> bool:
+def gone(cluster: JobWorld, name: str) -> bool:
     return f"{CLUSTER}/{cluster.job.namespace}/{name}" not in cluster.state.pods
 
 
-def replace_all(cluster: FakeCluster, want: int) -> None:
+def replace_all(cluster: JobWorld, want: int) -> None:
     """Settle, waiting out any back-off, until `want` pods run again."""
     for _ in range(20):
         cluster.settle()
         cluster.run_all()
-        if len(cluster.running()) >= want:
+        if len(cluster.live_pods()) >= want:
             return
         cluster.advance_to_requeue()
     raise AssertionError("no replacement")
@@ -70,7 +70,7 @@ def test_replacement_names_never_repeat(mode: str, policy: str) -> None:
     cycles = 24
     for cycle in range(cycles):
         cluster.advance(SECOND)
-        victim = cluster.running()[cycle % 2].name
+        victim = cluster.live_pods()[cycle % 2].name
         how = cycle % 3
         if how == 0:  # a user deletes it
             cluster.user_delete(victim)
@@ -97,7 +97,7 @@ def test_names_after_suspend_and_resume_are_new() -> None:
     """Pods deleted for suspension are never counted, so no count can number their successors;
     the ordinal watermark does."""
     cluster = started(parallelism=2, completions=4)
-    first = [p.name for p in cluster.running()]
+    first = [p.name for p in cluster.live_pods()]
     cluster.update_job(suspend=True)
     cluster.settle()
     cluster.kubelet_kill()
@@ -114,7 +114,7 @@ def test_a_retried_decision_names_the_same_pods() -> None:
     """Until a created pod is observed the watermark does not move, so deciding again (after a
     lost outcome) names the same pod, and a create that did happen meets AlreadyExists."""
     state = make_state(make_job(parallelism=3, completions=3))
-    cluster = FakeCluster(state)
+    cluster = JobWorld(state)
     cluster.now = T0
     first = cluster.rec.decide(state, cluster.key, T0)
     assert first is not None
@@ -132,7 +132,7 @@ def test_a_retried_decision_names_the_same_pods() -> None:
 def test_names_skip_one_another_pod_holds() -> None:
     job = make_job(parallelism=1, completions=1)
     squatter = make_pod(job, pod_name("job", JOB_UID, None, 0), owner_uid="someone-else")
-    cluster = FakeCluster(make_state(job, [squatter]))
+    cluster = JobWorld(make_state(job, [squatter]))
     cluster.now = T0
     cluster.settle()
     (mine,) = cluster.created

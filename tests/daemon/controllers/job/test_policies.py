@@ -29,7 +29,7 @@ from tests.daemon.controllers.builders import (
     releases,
     status_patch,
 )
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 SETTLED = {"startTime": T0_TEXT, "active": 1, "ready": 0, "terminating": 0}
 
@@ -416,14 +416,14 @@ def test_terminating_pod_is_not_stuck(rec: JobReconciler, node_ready: bool) -> N
 
 def test_stuck_pod_is_counted_once_and_the_job_goes_on() -> None:
     job, pods, nodes = stuck_state(node_ready=False)
-    cluster = FakeCluster(make_state(job, pods, nodes), rec=STUCK)
+    cluster = JobWorld(make_state(job, pods, nodes), rec=STUCK)
     cluster.now = T0 + 60 * SECOND
     cluster.settle()
     assert cluster.status["failed"] == 1
     assert cluster.status["terminating"] == 1
     assert FIN not in cluster.pod("p").finalizers
     cluster.run_all()
-    cluster.set_phase(cluster.running()[0].name, "Succeeded")
+    cluster.set_phase(cluster.live_pods()[0].name, "Succeeded")
     cluster.settle()
     assert "Complete" not in cluster.conditions()  # the stuck pod still terminates
     cluster.kubelet_kill("p")

@@ -31,14 +31,14 @@ from tests.daemon.controllers.builders import (
     observe,
     status_patch,
 )
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 MODES = pytest.mark.parametrize("mode", ["Indexed", "NonIndexed"])
 
 
-def started(**spec: Any) -> FakeCluster:
+def started(**spec: Any) -> JobWorld:
     """A Job whose first pods are created and running (ready)."""
-    cluster = FakeCluster(make_state(make_job(**spec)))
+    cluster = JobWorld(make_state(make_job(**spec)))
     cluster.now = T0
     cluster.settle()
     cluster.run_all()
@@ -46,12 +46,12 @@ def started(**spec: Any) -> FakeCluster:
     return cluster
 
 
-def counters(cluster: FakeCluster) -> tuple[int, int, int]:
+def counters(cluster: JobWorld) -> tuple[int, int, int]:
     status = cluster.status
     return status.get("active", 0), status.get("failed", 0), status.get("terminating", 0)
 
 
-def index_of(cluster: FakeCluster, name: str) -> int:
+def index_of(cluster: JobWorld, name: str) -> int:
     return int(cluster.pod(name).annotations[COMPLETION_INDEX])
 
 
@@ -61,7 +61,7 @@ def index_of(cluster: FakeCluster, name: str) -> int:
 @MODES
 def test_c1_1_c1_2_terminating_or_failed_replaces_deleted_pods_at_once(mode: str) -> None:
     cluster = started(parallelism=2, completions=2, completion_mode=mode)
-    first = [p.name for p in cluster.running()]
+    first = [p.name for p in cluster.live_pods()]
     cluster.hold(*first)
     cluster.advance(SECOND)
     cluster.user_delete(*first)
@@ -82,7 +82,7 @@ def test_c1_3_failed_policy_waits_for_terminating(mode: str) -> None:
     cluster = started(
         parallelism=2, completions=2, completion_mode=mode, pod_replacement_policy="Failed"
     )
-    first = [p.name for p in cluster.running()]
+    first = [p.name for p in cluster.live_pods()]
     cluster.hold(*first)
     cluster.advance(SECOND)
     cluster.user_delete(*first)
@@ -102,7 +102,7 @@ def test_c1_3_failed_policy_waits_for_terminating(mode: str) -> None:
 
 def test_c1_4_failed_policy_replaces_only_after_the_old_pod_is_gone() -> None:
     cluster = started(pod_replacement_policy="Failed")
-    (old,) = [p.name for p in cluster.running()]
+    (old,) = [p.name for p in cluster.live_pods()]
     cluster.advance(SECOND)
     cluster.user_delete(old)
     for _ in range(3):
@@ -113,7 +113,7 @@ def test_c1_4_failed_policy_replaces_only_after_the_old_pod_is_gone() -> None:
     cluster.advance(60 * SECOND)  # past the back-off
     cluster.settle()
     assert len(cluster.created) == 2
-    assert cluster.running()[0].name == cluster.created[1]
+    assert cluster.live_pods()[0].name == cluster.created[1]
 
 
 def test_c1_5_the_policy_in_force_decides_how_terminating_pods_count() -> None:
@@ -121,7 +121,7 @@ def test_c1_5_the_policy_in_force_decides_how_terminating_pods_count() -> None:
     sync reads the policy afresh: the same terminating pods are waited for under `Failed`
     and counted and replaced under `TerminatingOrFailed`."""
     cluster = started(parallelism=2, completions=2, pod_replacement_policy="Failed")
-    first = [p.name for p in cluster.running()]
+    first = [p.name for p in cluster.live_pods()]
     cluster.hold(*first)
     cluster.advance(SECOND)
     cluster.user_delete(*first)
@@ -143,7 +143,7 @@ def test_c1_5_the_policy_in_force_decides_how_terminating_pods_count() -> None:
 
 def test_c2_1_failure_target_first_failed_once_nothing_terminates() -> None:
     cluster = started(parallelism=2, completions=2, backoff_limit=0)
-    a, b = [p.name for p in cluster.running()]
+    a, b = [p.name for p in cluster.live_pods()]
     cluster.hold(a, b)
     cluster.advance(SECOND)
     cluster.set_phase(a, "Failed", exit_codes={"main": 1})
@@ -167,7 +167,7 @@ def test_c2_1_failure_target_first_failed_once_nothing_terminates() -> None:
 
 def test_c2_2_scaled_down_indexed_job_meets_criteria_then_completes() -> None:
     cluster = started(parallelism=2, completions=2, completion_mode="Indexed")
-    i0, i1 = [p.name for p in cluster.running()]
+    i0, i1 = [p.name for p in cluster.live_pods()]
     cluster.hold(i1)
     cluster.set_phase(i0, "Succeeded")
     cluster.settle()
@@ -202,7 +202,7 @@ def test_c2_3_fail_job_rule_sets_failure_target_then_failed_with_the_rule_messag
         pod_failure_policy=FAIL_JOB_ON_5,
         containers=[container("main-container")],
     )
-    a, b = [p.name for p in cluster.running()]
+    a, b = [p.name for p in cluster.live_pods()]
     cluster.set_phase(a, "Failed", exit_codes={"main-container": 5})
     cluster.settle()
     message = (
@@ -310,7 +310,7 @@ def test_c3_5_status_of_an_externally_managed_job_stays_untouched() -> None:
 
 
 def test_c5_1_a_never_started_suspended_job_resumes_with_the_new_directives() -> None:
-    cluster = FakeCluster(make_state(make_job(parallelism=2, completions=2, suspend=True)))
+    cluster = JobWorld(make_state(make_job(parallelism=2, completions=2, suspend=True)))
     cluster.now = T0
     cluster.settle()
     assert cluster.created == []
@@ -379,7 +379,7 @@ def test_c5_6_resuming_flips_suspended_to_false_at_once() -> None:
 
 def test_c5_8_failed_policy_resume_waits_for_old_pods_and_uses_new_resources() -> None:
     cluster = started(parallelism=2, completions=2, pod_replacement_policy="Failed")
-    old = [p.name for p in cluster.running()]
+    old = [p.name for p in cluster.live_pods()]
     cluster.hold(*old)
     cluster.update_job(suspend=True)
     cluster.settle()
@@ -402,7 +402,7 @@ def test_c5_8_failed_policy_resume_waits_for_old_pods_and_uses_new_resources() -
 
 def test_c5_10_suspension_does_not_count_and_resume_resets_start_time() -> None:
     cluster = started(parallelism=2, completions=2)
-    old = [p.name for p in cluster.running()]
+    old = [p.name for p in cluster.live_pods()]
     cluster.update_job(suspend=True)
     cluster.advance(SECOND)
     cluster.settle()
@@ -427,8 +427,8 @@ def test_c5_10_suspension_does_not_count_and_resume_resets_start_time() -> None:
 # -- C6 podFailurePolicy / backoffLimitPerIndex / successPolicy / back-off ----------------------
 
 
-def fail_index(cluster: FakeCluster, index: int, code: int = 1) -> str:
-    (pod,) = [p for p in cluster.running() if index_of(cluster, p.name) == index]
+def fail_index(cluster: JobWorld, index: int, code: int = 1) -> str:
+    (pod,) = [p for p in cluster.live_pods() if index_of(cluster, p.name) == index]
     cluster.set_phase(pod.name, "Failed", exit_codes={"main": code})
     return pod.name
 
@@ -445,13 +445,13 @@ def test_c6_1_replacement_carries_the_index_failure_count_and_job_completes() ->
     assert FIN in cluster.pod(failed).finalizers  # kept until the replacement exists
     cluster.advance_to_requeue()
     cluster.settle()
-    (replacement,) = [p for p in cluster.running() if index_of(cluster, p.name) == 0]
+    (replacement,) = [p for p in cluster.live_pods() if index_of(cluster, p.name) == 0]
     assert replacement.annotations[INDEX_FAILURE_COUNT] == "1"
     assert FIN not in cluster.pod(failed).finalizers
     assert cluster.status["failed"] == 1
 
     cluster.run_all()
-    for pod in cluster.running():
+    for pod in cluster.live_pods():
         cluster.set_phase(pod.name, "Succeeded")
     cluster.settle()
     assert cluster.conditions() == {"SuccessCriteriaMet": "True", "Complete": "True"}
@@ -471,10 +471,10 @@ def test_c6_2_index_exhausting_its_limit_fails_but_others_run_on() -> None:
             cluster.settle()
             cluster.run_all()
     assert cluster.status["failedIndexes"] == "0"
-    assert [index_of(cluster, p.name) for p in cluster.running()] == [1]
+    assert [index_of(cluster, p.name) for p in cluster.live_pods()] == [1]
     assert "conditions" not in cluster.status
 
-    cluster.set_phase(cluster.running()[0].name, "Succeeded")
+    cluster.set_phase(cluster.live_pods()[0].name, "Succeeded")
     cluster.settle()
     assert cluster.conditions() == {"FailureTarget": "True", "Failed": "True"}
     assert cluster.condition("Failed")["reason"] == "FailedIndexes"
@@ -517,7 +517,7 @@ def test_c6_4_zero_per_index_limit_fails_the_index_at_once() -> None:
     assert cluster.status["failedIndexes"] == "0"
     assert len(cluster.created) == 2  # no replacement for a failed index
     assert "conditions" not in cluster.status
-    cluster.set_phase(cluster.running()[0].name, "Succeeded")
+    cluster.set_phase(cluster.live_pods()[0].name, "Succeeded")
     cluster.settle()
     assert cluster.condition("Failed")["reason"] == "FailedIndexes"
     assert cluster.condition("Failed")["message"] == "Job has failed indexes"
@@ -574,7 +574,7 @@ def test_c6_7_success_policy_meets_criteria_removes_lingering_pods_then_complete
     cluster = started(
         parallelism=4, completions=4, completion_mode="Indexed", success_policy=policy
     )
-    (winner,) = [p.name for p in cluster.running() if index_of(cluster, p.name) == 2]
+    (winner,) = [p.name for p in cluster.live_pods() if index_of(cluster, p.name) == 2]
     cluster.hold()
     cluster.set_phase(winner, "Succeeded")
     cluster.settle()

@@ -18,14 +18,14 @@ from tests.daemon.controllers.builders import (
     make_state,
     observe,
 )
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 
-def play(failures_of_index_1: int, limit: int = 1, steps: int = 40) -> FakeCluster:
+def play(failures_of_index_1: int, limit: int = 1, steps: int = 40) -> JobWorld:
     job = make_job(
         parallelism=3, completions=3, completion_mode="Indexed", backoff_limit_per_index=limit
     )
-    cluster = FakeCluster(make_state(job))
+    cluster = JobWorld(make_state(job))
     cluster.now = T0
     left = failures_of_index_1
     last_counts = (0, 0)
@@ -46,7 +46,7 @@ def play(failures_of_index_1: int, limit: int = 1, steps: int = 40) -> FakeClust
         if pending:
             cluster.run_all()
             continue
-        running = cluster.running()
+        running = cluster.live_pods()
         if running:
             pod = running[0]
             if pod.annotations[COMPLETION_INDEX] == "1" and left > 0:
@@ -113,7 +113,7 @@ def test_a_pod_that_vanishes_after_its_finalizer_went_is_still_counted() -> None
     )
     counted_before = make_pod(job, "old", phase="Failed", finalizers=(), finished=T0)
     running = make_pod(job, "run")
-    cluster = FakeCluster(make_state(job, [counted_before, running]))
+    cluster = JobWorld(make_state(job, [counted_before, running]))
     cluster.now = T0 + 3600 * SECOND
     cluster.settle()
     assert cluster.status["failed"] == 2

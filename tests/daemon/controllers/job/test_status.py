@@ -21,13 +21,13 @@ from tests.daemon.controllers.builders import (
     releases,
     status_patch,
 )
-from tests.daemon.controllers.cluster import FakeCluster
+from tests.daemon.controllers.world import JobWorld
 
 AIMED = condition("FailureTarget", reason="BackoffLimitExceeded", message="limit")
 
 
-def cluster_of(job: Any, pods: list[Any], now: int = T0 + SECOND) -> FakeCluster:
-    cluster = FakeCluster(make_state(job, pods))
+def cluster_of(job: Any, pods: list[Any], now: int = T0 + SECOND) -> JobWorld:
+    cluster = JobWorld(make_state(job, pods))
     cluster.now = now
     return cluster
 
@@ -56,7 +56,7 @@ def test_c4_3_complete_waits_for_active_pods() -> None:
     cluster = cluster_of(job, [])
     cluster.settle()
     cluster.run_all()
-    first, second = [p.name for p in cluster.running()]
+    first, second = [p.name for p in cluster.live_pods()]
     cluster.set_phase(first, "Succeeded")
     cluster.settle()
     assert "Complete" not in cluster.conditions()
@@ -106,7 +106,7 @@ def test_c4_6_start_time_is_cleared_only_while_suspended() -> None:
     cluster.run_all()
     cluster.settle()
     cluster.advance(10 * SECOND)
-    cluster.set_phase(cluster.running()[0].name, "Failed", exit_codes={"main": 1})
+    cluster.set_phase(cluster.live_pods()[0].name, "Failed", exit_codes={"main": 1})
     cluster.settle()
     cluster.advance(60 * SECOND)
     cluster.settle()
@@ -155,7 +155,7 @@ def test_c4_9_terminal_conditions_follow_their_interim_ones_with_nothing_left_ru
     cluster.run_all()
     cluster.settle()
     cluster.hold()
-    cluster.set_phase(cluster.running()[0].name, "Failed", exit_codes={"main": 2})
+    cluster.set_phase(cluster.live_pods()[0].name, "Failed", exit_codes={"main": 2})
     cluster.settle()
     assert cluster.conditions() == {"FailureTarget": "True"}
     assert cluster.status["terminating"] == 2

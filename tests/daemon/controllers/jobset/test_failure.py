@@ -23,19 +23,19 @@ from tests.daemon.controllers.jobset_builders import (
     rjob,
     state_of,
 )
-from tests.daemon.controllers.jobset_world import World
+from tests.daemon.controllers.world import JobSetWorld
 
 EARLY = "2026-01-01T00:00:05Z"
 LATE = "2026-01-01T00:00:09Z"
 
 
-def fail_one(world: World, job: str) -> None:
+def fail_one(world: JobSetWorld, job: str) -> None:
     """The running pod of `job` fails (backoffLimit 0: the Job fails)."""
     (pod,) = [p for p in world.live_pods() if p.owners[0].name == job]
     world.finish_pod(pod.name, exit_code=1)
 
 
-def uids(world: World) -> dict[str, str]:
+def uids(world: JobSetWorld) -> dict[str, str]:
     return {name: job.uid for name, job in world.jobs().items()}
 
 
@@ -57,7 +57,7 @@ def test_c8_1_no_failure_policy_fails_the_jobset() -> None:
 
 
 def test_c8_2_default_action_restarts_then_reaches_max_restarts() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json("js", [rjob("a", 2, backoffLimit=0)], failurePolicy={"maxRestarts": 1})
     )
@@ -121,7 +121,7 @@ def test_c8_3_fail_jobset_rule_on_reason_and_message_pattern(
 
 
 def test_c8_4_restarting_condition_transitions() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js",
@@ -183,7 +183,7 @@ def test_c8_6_blocking_recreate_waits_for_every_old_job() -> None:
 
 
 def test_c8_6_blocking_recreate_on_the_world() -> None:
-    world = World(terminate_ms=5000)
+    world = JobSetWorld(terminate_ms=5000)
     world.create_jobset(
         jobset_json(
             "js",
@@ -221,7 +221,7 @@ def test_c8_7_restart_and_ignore_max_restarts_never_fails_on_the_limit() -> None
 
 
 def test_c8_8_restart_job_recreates_only_the_failed_job() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js",

@@ -22,7 +22,7 @@ from tests.daemon.controllers.jobset_builders import (
     rjob,
     state_of,
 )
-from tests.daemon.controllers.jobset_world import World
+from tests.daemon.controllers.world import JobSetWorld, bump
 
 IN_PLACE: dict[str, Any] = {"backoffLimit": MAX_INT32, "podReplacementPolicy": "Failed"}
 
@@ -189,8 +189,8 @@ def test_c10_7_webhook_requires_never_failing_jobs(
 # -- whole restarts on the world ------------------------------------------------------------
 
 
-def world_of(jobs: int, pods: int, **policy: Any) -> World:
-    world = World(nodes=jobs * pods)
+def world_of(jobs: int, pods: int, **policy: Any) -> JobSetWorld:
+    world = JobSetWorld(nodes=jobs * pods)
     world.create_jobset(
         jobset_json(
             "js",
@@ -236,9 +236,7 @@ def test_c10_restart_job_recreates_the_failed_job_and_restarts_the_rest_in_place
     # A whole Job fails (say its rack is lost): its Job reaches a terminal Failed condition.
     job = world.jobs()["js-w-2"]
     world.observe(
-        world._bump(
-            job, status={**job.status, "conditions": failed("DeadlineExceeded")["conditions"]}
-        )
+        bump(job, status={**job.status, "conditions": failed("DeadlineExceeded")["conditions"]})
     )
     world.run(
         lambda: (

@@ -28,10 +28,10 @@ from tests.daemon.controllers.jobset_builders import (
     rjob,
     state_of,
 )
-from tests.daemon.controllers.jobset_world import World
+from tests.daemon.controllers.world import JobSetWorld
 
 
-def _ready_jobs(world: World) -> list[str]:
+def _ready_jobs(world: JobSetWorld) -> list[str]:
     return sorted(n for n, j in world.jobs().items() if (j.status.get("ready") or 0) >= 1)
 
 
@@ -53,7 +53,7 @@ def test_c7_1_b_depends_on_a_ready() -> None:
 
 
 def test_c7_1_played_on_the_world() -> None:
-    world = World(start_ms=1000)
+    world = JobSetWorld(start_ms=1000)
     world.create_jobset(
         jobset_json("js", [rjob("a", 1), rjob("b", 3, depends_on=[("a", "Ready")])])
     )
@@ -68,7 +68,7 @@ def test_c7_1_played_on_the_world() -> None:
 
 
 def test_c7_2_chain_a_complete_then_b_then_c_ready() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js",
@@ -134,7 +134,7 @@ def test_c7_3_c_depends_on_a_ready_and_b_complete() -> None:
 
 
 def test_c7_4_resume_a_first_then_b_once_a_is_ready_again() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json("js", [rjob("a", 2), rjob("b", 1, depends_on=[("a", "Ready")])], suspend=True)
     )
@@ -143,7 +143,7 @@ def test_c7_4_resume_a_first_then_b_once_a_is_ready_again() -> None:
     assert all(j.spec["suspend"] is True for j in world.jobs().values())
     assert world.conditions()["Suspended"] == "True"
     assert world.live_pods() == []
-    world.update_jobset(suspend=False)
+    world.update(world.jobset(), suspend=False)
     world.settle()
     assert [j.spec["suspend"] for j in world.jobs().values()] == [False, False]
     assert "js-b-0" not in world.jobs()
@@ -329,7 +329,7 @@ def test_c7_7_in_order_waits_for_each_replicated_job_to_start() -> None:
 
 
 def test_c7_7_in_order_suspended_creates_everything_and_orders_the_resume() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js",
@@ -341,7 +341,7 @@ def test_c7_7_in_order_suspended_creates_everything_and_orders_the_resume() -> N
     world.run()
     assert sorted(world.jobs()) == ["js-a-0", "js-b-0"]  # all created, suspended, unordered
     assert "StartupPolicyInProgress" not in world.conditions()  # none while suspended
-    world.update_jobset(suspend=False)
+    world.update(world.jobset(), suspend=False)
     world.settle()
     assert world.jobs()["js-a-0"].spec["suspend"] is False
     assert world.jobs()["js-b-0"].spec["suspend"] is True
@@ -352,14 +352,14 @@ def test_c7_7_in_order_suspended_creates_everything_and_orders_the_resume() -> N
 
 
 def test_c7_7_suspend_keeps_in_order_jobs_suspended() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js", [rjob("a", 1), rjob("b", 1)], startupPolicy={"startupPolicyOrder": "InOrder"}
         )
     )
     world.run(lambda: "js-b-0" in world.jobs())
-    world.update_jobset(suspend=True)
+    world.update(world.jobset(), suspend=True)
     world.run()
     assert all(j.spec["suspend"] is True for j in world.jobs().values())
     assert world.live_pods() == []

@@ -15,7 +15,7 @@ from tests.daemon.controllers.jobset_builders import (
     rjob,
     state_of,
 )
-from tests.daemon.controllers.jobset_world import World
+from tests.daemon.controllers.world import JobSetWorld
 
 
 def test_b0_suspending_patches_every_running_child_job() -> None:
@@ -40,14 +40,14 @@ def test_b0_new_jobs_of_a_suspended_jobset_are_created_suspended() -> None:
 
 
 def test_b0_suspend_and_resume_a_running_jobset() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(jobset_json("js", [rjob("a", 2, parallelism=2, completions=2)]))
     world.run(lambda: len(world.live_pods()) == 4 and all(p.ready for p in world.live_pods()))
     jobs = {n: j.uid for n, j in world.jobs().items()}
-    world.update_jobset(suspend=True)
+    world.update(world.jobset(), suspend=True)
     world.run(lambda: world.conditions().get("Suspended") == "True" and not world.live_pods())
     assert {n: j.uid for n, j in world.jobs().items()} == jobs  # Jobs suspended, not recreated
-    world.update_jobset(suspend=False)
+    world.update(world.jobset(), suspend=False)
     world.run(lambda: len(world.live_pods()) == 4 and all(p.ready for p in world.live_pods()))
     assert world.conditions()["Suspended"] == "False"
     reasons = {c["type"]: c["reason"] for c in world.jobset().status["conditions"]}

@@ -24,7 +24,7 @@ from tests.daemon.controllers.jobset_builders import (
     rjob,
     state_of,
 )
-from tests.daemon.controllers.jobset_world import World
+from tests.daemon.controllers.world import JobSetWorld
 
 SPEC: dict[str, Any] = {
     "accessModes": ["ReadWriteMany"],
@@ -84,10 +84,10 @@ def test_c9_1_delete_and_retain_claims_and_what_outlives_the_jobset() -> None:
     assert "ownerReferences" not in made["cache-js"]["metadata"]
     assert made["cache-js"]["spec"] == SPEC
 
-    world = World()
+    world = JobSetWorld()
     js = world.create_jobset(body)
     world.run(lambda: len(world.state.pvcs) == 2 and bool(world.jobs()))
-    world.delete("JobSet", world.jobset(), foreground=True)
+    world.delete(world.jobset(), foreground=True)
     world.run(lambda: "c1/ns/js" not in world.state.jobsets)
     assert sorted(c.name for c in world.state.pvcs.values()) == ["cache-js"]
     assert js.uid
@@ -244,7 +244,7 @@ def test_c9_5_an_existing_claim_needs_retain_and_the_same_spec(
 
 
 def test_c9_scratch_claims_are_deleted_as_soon_as_the_jobset_finishes() -> None:
-    world = World()
+    world = JobSetWorld()
     world.create_jobset(
         jobset_json(
             "js",

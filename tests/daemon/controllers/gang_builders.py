@@ -1,0 +1,173 @@
+"""Builders for the gang reconciler tests: nodes from the simulated cluster's topology
+generator, PodGroups and Workloads in the API's JSON shape (decoded by the real decoder), slim
+member pods, and readers of the decisions (what they bind, delete and write)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from daemon.controllers.base import Decision
+from daemon.controllers.gang.reconciler import GangReconciler
+from daemon.sim import topology as sim_topology
+from events.intents import Bind, Delete, Patch
+from events.objects import Node, Pod, PodGroup, Workload, decode_object_dict
+from events.quantity import resource_map
+from events.topology import DEFAULT_LEVELS
+
+CLUSTER: Final = "c1"
+NS: Final = "ns"
+T0: Final = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+SECOND: Final = 1000
+GPU: Final = "nvidia.com/gpu"
+BLOCK, RACK, HOST = DEFAULT_LEVELS
+SCHEDULER: Final = "kbatchd"
+
+REC: Final = GangReconciler(
+    ready_timeout_ms=60 * SECOND, backoff_base_ms=10 * SECOND, backoff_max_ms=80 * SECOND
+)
+
+
+def nodes(spec: str = "blocks=1,racks=2,hosts=2,gpus=8") -> list[Node]:
+    """Nodes as `kbatchd sim --topology SPEC` registers them (``b0-r1-h0`` in rack ``b0-r1``)."""
+    found = []
+    for raw in sim_topology.generate(spec):
+        node = decode_object_dict("Node", raw)
+        assert isinstance(node, Node)
+        found.append(node)
+    return found
+
+
+def _metadata(name: str, annotations: dict[str, str] | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": NS,
+        "uid": f"uid-{name}",
+        "resourceVersion": "1",
+        "annotations": annotations or {},
+    }
+
+
+def podgroup(
+    name: str,
+    min_count: int | None = 1,
+    *,
+    topology_key: str | None = None,
+    workload: str | None = None,
+    template: str | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> PodGroup:
+    spec: dict[str, Any] = {
+        "schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
+    }
+    if topology_key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if workload is not None:
+        spec["podGroupTemplateRef"] = {
+            "workload": {"workloadName": workload, "podGroupTemplateName": template or name}
+        }
+    raw = {
+        "metadata": {**_metadata(name, annotations), "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": spec,
+        "status": {"conditions": conditions} if conditions else {},
+    }
+    group = decode_object_dict("PodGroup", raw)
+    assert isinstance(group, PodGroup)
+    return group
+
+
+def workload(
+    name: str, templates: Sequence[str], annotations: dict[str, str] | None = None
+) -> Workload:
+    raw = {
+        "metadata": _metadata(name, annotations),
+        "spec": {
+            "podGroupTemplates": [
+                {"name": t, "schedulingPolicy": {"gang": {"minCount": 1}}} for t in templates
+            ]
+        },
+    }
+    found = decode_object_dict("Workload", raw)
+    assert isinstance(found, Workload)
+    return found
+
+
+def member(
+    name: str,
+    group: str,
+    *,
+    gpus: int = 1,
+    node: str = "",
+    phase: str = "Pending",
+    ready: bool = False,
+    scheduler: str = SCHEDULER,
+    annotations: dict[str, str] | None = None,
+    gates: tuple[str, ...] = (),
+    cpu: str = "1",
+) -> Pod:
+    requests = resource_map({"cpu": cpu, GPU: gpus} if gpus else {"cpu": cpu})
+    return Pod(
+        name=name,
+        namespace=NS,
+        uid=f"uid-{name}",
+        rv="1",
+        created=T0,
+        annotations=dict(annotations or {}),
+        node_name=node,
+        scheduler_name=scheduler,
+        pod_group=group,
+        requests=requests,
+        scheduling_gates=gates,
+        phase=phase,
+        conditions={"Ready": "True" if ready else "False"},
+    )
+
+
+def members(group: str, count: int, prefix: str | None = None, **kwargs: Any) -> list[Pod]:
+    return [member(f"{prefix or group}-{i:02d}", group, **kwargs) for i in range(count)]
+
+
+def blocker(name: str, node: str, gpus: int) -> Pod:
+    """A pod of the default scheduler already running on `node` (not kbatchd's)."""
+    return Pod(
+        name=name,
+        namespace="other",
+        uid=f"uid-{name}",
+        rv="1",
+        created=T0,
+        node_name=node,
+        requests=resource_map({GPU: gpus}),
+        phase="Running",
+        conditions={"Ready": "True"},
+    )
+
+
+def key(name: str, kind: str = "PodGroup") -> str:
+    return f"{kind}/{CLUSTER}/{NS}/{name}"
+
+
+def binds(decision: Decision | None) -> dict[str, str]:
+    assert decision is not None
+    return {i.name: i.node for i in decision.intents if isinstance(i, Bind)}
+
+
+def deletes(decision: Decision | None) -> list[str]:
+    assert decision is not None
+    return sorted(i.name for i in decision.intents if isinstance(i, Delete))
+
+
+def status_conditions(decision: Decision | None, group: str) -> dict[str, dict[str, Any]]:
+    """The conditions a decision writes to `group`, by type."""
+    assert decision is not None
+    found: dict[str, dict[str, Any]] = {}
+    for intent in decision.intents:
+        if (
+            isinstance(intent, Patch)
+            and intent.subresource == "status"
+            and intent.name == group
+            and isinstance(intent.patch, dict)
+        ):
+            for item in intent.patch["status"]["conditions"]:
+                found[item["type"]] = item
+    return found
