@@ -44,7 +44,6 @@ class Sources:
         metrics: Metrics,
         send: Callable[[list[Event]], Awaitable[None]],
         state: Callable[[], State],
-        retry: tuple[float, float],
     ) -> None:
         self.settings = settings
         self.job_manager = job_manager
@@ -54,7 +53,6 @@ class Sources:
         self.send = send
         # The state as it stands (what a new informer starts from).
         self.state = state
-        self.api_retry = retry
         # Per cluster: the resources its API server serves, as discovery last said: what the
         # actuator and the Kubernetes Events recorder address their calls by.
         self.served: dict[str, dict[str, Resource]] = {}
@@ -64,7 +62,7 @@ class Sources:
         drops it, the built-in controller runs every Job, so kbatchd must not run them as
         well. Asked until answered: an unreachable cluster is asked again with back-off."""
         manager = self.job_manager
-        backoff = Backoff(*self.api_retry)
+        backoff = Backoff(*self.settings.api_retry_seconds)
         code: int | str
         while True:
             try:
@@ -123,7 +121,7 @@ class Sources:
         gone); the controllers of that kind idle there, with one warning naming what to
         install. A kind that appears later gets its informer then, without a restart."""
         informers: dict[str, tuple[Informer, anyio.CancelScope | None]] = {}
-        backoff = Backoff(*self.api_retry)
+        backoff = Backoff(*self.settings.api_retry_seconds)
         last: dict[str, Resource] = {}
         async with anyio.create_task_group() as tg:
             while True:

@@ -132,8 +132,9 @@ class Daemon:
         # What the reconcilers that run a scheduling cycle keep between passes (`decide_all`).
         self._memos: dict[str, Any] = {}
         self._snapshots = Snapshots(settings.daemon.snapshot_every, settings.daemon.keep_snapshots)
-        api_retry = settings.daemon.api_retry_seconds
-        self.clusters = Clusters((c.name for c in settings.clusters), api_retry)
+        self.clusters = Clusters(
+            (c.name for c in settings.clusters), settings.daemon.api_retry_seconds
+        )
         self.metrics.seed([r.name for r in self.reconcilers], self.clusters.names)
         self.sources = Sources(
             settings.daemon,
@@ -143,7 +144,6 @@ class Daemon:
             metrics=self.metrics,
             send=self.send,
             state=lambda: self.state,
-            retry=api_retry,
         )
         # The oldest watch event (its `at`, ms) of the batch being passed: what the pass's
         # decisions' reconcile latency is measured from (0: the batch had none).
