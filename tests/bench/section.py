@@ -6,13 +6,11 @@ import importlib
 import inspect
 
 from daemon.runtime import eventloop
-from daemon.service import wiring
 from tests.bench.table import Row, Table
 
 
 def run_section(name: str) -> list[Row]:
     """Run the section `tests.bench.NAME` and hand back its rows."""
-    wiring.wire()
     table = Table()
     run = importlib.import_module(f"tests.bench.{name}").run
     if inspect.iscoroutinefunction(run):
