@@ -15,6 +15,7 @@ import pytest
 import structlog.testing
 
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
+from daemon.kube.ingest import Backoff
 from daemon.runtime import sources
 from daemon.service.config import Cluster, Daemon
 from daemon.sim import kubeconfig
@@ -150,3 +151,29 @@ async def test_a_cluster_gone_away_logs_one_warning_a_round_not_one_a_kind(
         ("cannot reach the cluster; trying again", 1),
         ("cannot reach the cluster; trying again", 2),
     ]
+
+
+async def test_the_configured_back_offs_are_the_ones_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`daemon.api_retry_seconds` paces discovery and the managedBy question, and
+    `daemon.act_retry_seconds` each API call the actuator retries."""
+    made: list[tuple[float, float]] = []
+
+    class Recorded(Backoff):
+        def __init__(self, first: float = 0.8, cap: float = 30.0, rng: Any = None) -> None:
+            made.append((first, cap))
+            super().__init__(first, cap, rng)
+
+    monkeypatch.setattr(sources, "Backoff", Recorded)
+    settings = msgspec.structs.replace(QUICK, act_retry_seconds=(0.02, 0.3))
+    async with (
+        SimCluster.start(topology=TOPOLOGY, seed=8) as sim,
+        embedded(settings_for(sim, tmp_path / "kbatchd.db", daemon=settings)) as daemon,
+    ):
+        assert daemon.actuator is not None
+        assert daemon.actuator.retry_backoff == (0.02, 0.3)
+        reachability = daemon.clusters.reachability["sim-0"]._backoff
+        assert (reachability.first, reachability.cap) == (0.05, 0.5)
+    assert made
+    assert set(made) == {(0.05, 0.5)}
