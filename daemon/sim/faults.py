@@ -58,9 +58,13 @@ def _rate(key: str, text: str) -> float:
 
 
 def _whole_seconds(key: str, text: str) -> int:
-    if not text.strip().isdigit():
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
         raise ValueError(f"faults: {key}={text!r} is not a whole number of seconds")
-    return int(text)
+    return value
 
 
 @dataclass

@@ -42,6 +42,7 @@ def test_parse_spec() -> None:
         ("drop-watch", ["drop-watch"]),
         ("retry-after=0.5", ["retry-after", "'0.5'"]),
         ("retry-after=-1", ["retry-after", "'-1'"]),
+        ("retry-after=\u00b2", ["retry-after", "'\u00b2'"]),
     ],
 )
 def test_bad_spec_names_key_and_value(spec: str, words: list[str]) -> None:
