@@ -71,6 +71,10 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
         state.synced[mark] = seq
         if event.resource_version:
             state.watermarks[mark] = event.resource_version
+        if event.api_version:
+            state.served[mark] = event.api_version
+        else:
+            state.served.pop(mark, None)
     return state
 
 

@@ -60,6 +60,9 @@ class Resynced(_Event, frozen=True, tag="resynced"):
     kind: str
     resource_version: str
     reason: Literal["listed", "relisted"] = "listed"
+    # The ``group/version`` the kind was listed in; empty when the cluster does not serve it.
+    # Decisions that write a kind whose versions differ (Workload, PodGroup) write this one.
+    api_version: str = ""
 
 
 class Tick(_Event, frozen=True, tag="tick"):

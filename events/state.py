@@ -89,6 +89,9 @@ class State(msgspec.Struct):
     watermarks: dict[str, str] = {}
     # ``cluster/Kind`` -> seq of the newest completed list.
     synced: dict[str, int] = {}
+    # ``cluster/Kind`` -> the ``group/version`` its newest list was served in (none: the kind
+    # is not served there, or the log predates this record).
+    served: dict[str, str] = {}
     inflight: dict[int, InFlight] = {}
     # object ref -> the change to it not yet observed; key -> how many such refs it awaits.
     expected: dict[str, Expectation] = {}

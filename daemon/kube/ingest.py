@@ -292,13 +292,15 @@ class Informer:
             token = page.metadata.continue_
             if not token:
                 break
-        await self._emit_deltas(seen, resource_version)
+        await self._emit_deltas(seen, resource_version, self.resource.api_version)
 
     async def list_nothing(self) -> None:
         """The kind is not served: it lists as empty, so whatever was known of it is gone."""
-        await self._emit_deltas({}, "")
+        await self._emit_deltas({}, "", "")
 
-    async def _emit_deltas(self, seen: dict[str, SlimObject], resource_version: str) -> None:
+    async def _emit_deltas(
+        self, seen: dict[str, SlimObject], resource_version: str, api_version: str
+    ) -> None:
         at = now_ms()
         cluster = self.api.cluster
         events: list[Event] = []
@@ -324,6 +326,7 @@ class Informer:
                 kind=self.resource.kind,
                 resource_version=resource_version,
                 reason=reason,
+                api_version=api_version,
             )
         )
         self.relists += 1

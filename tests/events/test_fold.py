@@ -196,6 +196,51 @@ def test_resynced_records_seq(events: list[Event], synced: dict[str, int]) -> No
     assert run(events).synced == synced
 
 
+def _listed(kind: str, api_version: str, cluster: str = "c1") -> Resynced:
+    return Resynced(at=0, cluster=cluster, kind=kind, resource_version="1", api_version=api_version)
+
+
+@pytest.mark.parametrize(
+    ("events", "served"),
+    [
+        pytest.param(
+            [Resynced(at=0, cluster="c1", kind="Pod", resource_version="1")],
+            {},
+            id="a-list-from-an-older-log-says-nothing",
+        ),
+        pytest.param(
+            [
+                _listed("PodGroup", "scheduling.k8s.io/v1alpha2"),
+                _listed("PodGroup", "scheduling.k8s.io/v1beta1", cluster="c2"),
+            ],
+            {
+                "c1/PodGroup": "scheduling.k8s.io/v1alpha2",
+                "c2/PodGroup": "scheduling.k8s.io/v1beta1",
+            },
+            id="per-cluster",
+        ),
+        pytest.param(
+            [
+                _listed("PodGroup", "scheduling.k8s.io/v1alpha2"),
+                _listed("PodGroup", "scheduling.k8s.io/v1beta1"),
+            ],
+            {"c1/PodGroup": "scheduling.k8s.io/v1beta1"},
+            id="an-upgraded-cluster-serves-the-newer-version",
+        ),
+        pytest.param(
+            [
+                _listed("CompositePodGroup", "scheduling.k8s.io/v1alpha3"),
+                _listed("CompositePodGroup", ""),
+            ],
+            {},
+            id="no-longer-served",
+        ),
+    ],
+)
+def test_resynced_records_the_served_version(events: list[Event], served: dict[str, str]) -> None:
+    assert run(events).served == served
+
+
 # ---------------------------------------------------------------------------------------------
 # Time and seq
 
