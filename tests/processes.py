@@ -287,6 +287,7 @@ def daemon_config(
     name: str = "kbatchd",
     cluster: str = "sim-0",
     extra: str = "",
+    job: dict[str, Any] | None = None,
     **daemon: Any,
 ) -> Path:
     """A TOML config for `kbatchd run` against one simulated cluster, written to `tmp/NAME.toml`
@@ -295,7 +296,8 @@ def daemon_config(
     5 s instead of 1 s doubling to 60 s, a cluster is asked again after 0.1 s (not 1 s) and an
     API call tried again after 0.05 s (not 0.1 s), so that tests of what happens after a
     failure stay short; the health endpoint takes a free
-    loopback port (several daemons may run at once); `extra` is TOML appended at the end."""
+    loopback port (several daemons may run at once); `job` are more keys of
+    ``[reconcilers.job]``, `daemon` of ``[daemon]``; `extra` is TOML appended at the end."""
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
         "[[clusters]]",
@@ -303,6 +305,7 @@ def daemon_config(
         f'kubeconfig = "{kubeconfig}"',
         "[reconcilers.job]",
         "backoff_base_seconds = 1.0",
+        *(f"{key} = {json.dumps(value)}" for key, value in (job or {}).items()),
         "[health]",
         'address = "127.0.0.1:0"',
         "[daemon]",

@@ -54,6 +54,20 @@ def blocker(name: str, host: str, gpus: int) -> dict[str, Any]:
     }
 
 
+async def occupy_every_rack(core: client.CoreV1Api, ns: str) -> None:
+    """4 of each rack's 16 GPUs taken, and bound, by default-scheduler pods kbatchd does not
+    manage (``blocker-<rack>``): a gang of 16 in one rack fits nowhere until one goes."""
+    hosts = {"b0-r0": "b0-r0-h0", "b0-r1": "b0-r1-h1"}
+    for rack, host in hosts.items():
+        await core.create_namespaced_pod(ns, blocker(f"blocker-{rack}", host, 4))
+
+    async def blockers_bound() -> bool:
+        pods = [await core.read_namespaced_pod(f"blocker-{r}", ns) for r in hosts]
+        return all(p.spec.node_name for p in pods)
+
+    await eventually(blockers_bound, within=30, what="the blockers bound")
+
+
 def member(name: str, group: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -135,16 +149,7 @@ async def test_a_gang_requiring_one_rack_waits_for_a_whole_rack_then_binds_into_
         custom = client.CustomObjectsApi(api)
         group, version = "scheduling.k8s.io", cluster.scheduling_version
         workload, pod_group = gang_objects(version)
-        # 4 of every rack's 16 GPUs taken by pods kbatchd does not manage.
-        hosts = {"b0-r0": "b0-r0-h0", "b0-r1": "b0-r1-h1"}
-        for rack, host in hosts.items():
-            await core.create_namespaced_pod(ns, blocker(f"blocker-{rack}", host, 4))
-
-        async def blockers_bound() -> bool:
-            pods = [await core.read_namespaced_pod(f"blocker-{r}", ns) for r in hosts]
-            return all(p.spec.node_name for p in pods)
-
-        await eventually(blockers_bound, within=30, what="the blockers bound")
+        await occupy_every_rack(core, ns)
 
         await custom.create_namespaced_custom_object(group, version, ns, "workloads", workload)
         await custom.create_namespaced_custom_object(group, version, ns, "podgroups", pod_group)

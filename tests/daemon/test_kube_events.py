@@ -10,7 +10,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from tests.backends import on_cluster
-from tests.daemon.test_gang import TOPOLOGY, blocker, gang_objects, member
+from tests.daemon.test_gang import TOPOLOGY, gang_objects, member, occupy_every_rack
 from tests.daemon.test_jobs import job_body
 from tests.processes import Child, eventually, kube_client, running_daemon
 
@@ -101,16 +101,7 @@ async def test_a_gang_that_does_not_fit_then_does_shows_failed_scheduling_then_s
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         group, version = "scheduling.k8s.io", cluster.scheduling_version
         workload, pod_group = gang_objects(version)
-        # 4 of every rack's 16 GPUs taken: the gang of 16 in one rack does not fit.
-        hosts = {"b0-r0": "b0-r0-h0", "b0-r1": "b0-r1-h1"}
-        for rack, host in hosts.items():
-            await core.create_namespaced_pod(ns, blocker(f"blocker-{rack}", host, 4))
-
-        async def blockers_bound() -> bool:
-            pods = [await core.read_namespaced_pod(f"blocker-{r}", ns) for r in hosts]
-            return all(p.spec.node_name for p in pods)
-
-        await eventually(blockers_bound, within=30, what="the blockers bound")
+        await occupy_every_rack(core, ns)
         await custom.create_namespaced_custom_object(group, version, ns, "workloads", workload)
         await custom.create_namespaced_custom_object(group, version, ns, "podgroups", pod_group)
         names = [f"train-{i:02d}" for i in range(16)]

@@ -184,10 +184,12 @@ def pod_body(
     finalizer: str,
     index: int | None,
     failure_counts: tuple[int, int] | None,
+    pod_group: str | None = None,
 ) -> dict[str, Any]:
     """The pod to create: the Job's current template plus the Job's selector labels, the
     completion index (annotation, label, hostname, env), the per-index failure counts, the
-    pod's ordinal, the controller reference and kbatchd's tracking finalizer."""
+    pod's ordinal, the controller reference, kbatchd's tracking finalizer and the PodGroup of
+    the Job's gang, if it has one."""
     job = view.job
     meta = view.template_meta
     labels: dict[str, str] = dict(meta.get("labels") or {})
@@ -214,6 +216,8 @@ def pod_body(
         if ignored > 0:
             annotations[INDEX_IGNORED_FAILURE_COUNT] = str(ignored)
     annotations[POD_ORDINAL_ANNOTATION] = str(ordinal)
+    if pod_group is not None:
+        spec["schedulingGroup"] = {"podGroupName": pod_group}
     if finalizer not in finalizers:
         finalizers.append(finalizer)
     metadata: dict[str, Any] = {

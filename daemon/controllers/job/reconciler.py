@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 
 from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.job import backoff
+from daemon.controllers.job.gang import gang_for, served
 from daemon.controllers.job.pods import owned_pods, release_patch
 from daemon.controllers.job.spec import JobSpecError, managed_by, view_job
 from daemon.controllers.job.sync import Sync
@@ -70,6 +71,9 @@ class JobReconciler:
     # A drop of status.ready is written only once it outlasts this (0: at once, as upstream);
     # see `jobready` for why.
     ready_decrease_grace_ms: int = DEFAULT_READY_DECREASE_GRACE_MS
+    # Jobs without spec.scheduling get a Workload and PodGroup too, as upstream's
+    # WorkloadWithJob gate gives them (`daemon.controllers.job.gang`).
+    workload_with_job: bool = False
 
     @property
     def name(self) -> str:
@@ -93,12 +97,17 @@ class JobReconciler:
             return None
         try:
             view = view_job(job)
+            gang = (
+                None
+                if view.finished
+                else gang_for(view, served(state, cluster), self.workload_with_job)
+            )
         except JobSpecError as exc:
             return Decision(f"InvalidJob: {namespace}/{name}: {exc}")
         pods = owned_pods(state.pods_of(key), job.uid)
         if view.finished:
             return self._release_finished(cluster, job, pods)
-        return Sync(self, state, cluster, view, pods, now).decide()
+        return Sync(self, state, cluster, view, pods, now, gang).decide()
 
     # -- finalizers of pods nobody counts any more -----------------------------------------
 
@@ -166,4 +175,5 @@ def configured(settings: Settings) -> JobReconciler:
         backoff_base_ms=int(job.backoff_base_seconds * 1000),
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
+        workload_with_job=job.workload_with_job,
     )

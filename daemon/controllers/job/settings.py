@@ -22,3 +22,7 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
     # upstream); rises and every other status change are written at once.
     ready_decrease_grace_seconds: SecondsOrOff = 0.0
+    # Jobs without spec.scheduling get a Workload and PodGroup as upstream's WorkloadWithJob
+    # gate gives them (1.36: Indexed, parallelism > 1 and = completions, a gang; 1.37: basic).
+    # A Job with spec.scheduling gets them whatever this says.
+    workload_with_job: bool = False

@@ -13,6 +13,13 @@ from typing import Any, Final, Protocol
 
 from daemon.controllers.base import Decision
 from daemon.controllers.job import backoff, exclusive, podfailure
+from daemon.controllers.job.gang import (
+    JobGang,
+    controlled_by,
+    never_started,
+    podgroup_body_for,
+    workload_body_for,
+)
 from daemon.controllers.job.indexes import Indexes
 from daemon.controllers.job.pods import (
     UNKNOWN_INDEX,
@@ -72,6 +79,9 @@ MAX_UNCOUNTED: Final = 500
 STUCK_TERMINATING: Final = "PodsStuckTerminating"
 _STUCK_LISTED: Final = 5
 
+# `Sync.link` while the Job's Workload is being made: no pod is created before it exists.
+_WAIT: Final = "\0wait"
+
 _SUCCESS: Final = "success"
 _FAILURE: Final = "failure"
 
@@ -126,6 +136,8 @@ class _Plan:
     # Pods marked DisruptionTarget before an exclusive-placement deletion (`exclusive`).
     disruptions: list[Pod] = field(default_factory=list)
     creates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # The Job's Workload or PodGroup (`gang`), created before (or with) its pods.
+    objects: list[Create] = field(default_factory=list)
     requeue: list[int] = field(default_factory=list)
     head: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -148,6 +160,7 @@ class Sync:
         view: JobView,
         pods: list[Pod],
         now: int,
+        gang: JobGang | None = None,
     ) -> None:
         self.rec = rec
         self.state = state
@@ -167,6 +180,9 @@ class Sync:
         self.matches: dict[str, podfailure.Match] = {}
         self.exclusive_key = exclusive.topology_key(view.template_meta)
         self._leader: exclusive.Leader | None = None
+        self.gang = gang
+        # The PodGroup new pods join (`_gang_link`): a name, None (ungrouped) or _WAIT.
+        self.link: str | None = None
 
     # -- pod predicates ----------------------------------------------------------------------
 
@@ -443,6 +459,8 @@ class Sync:
         pod is deleted by a later decision that sees the removal. Intents of one decision
         then never touch the same pod twice, whatever order the actuator runs them in."""
         view = self.view
+        if self.gang is not None:
+            self.link = self._gang_link(self.gang)
         active = len(self.active_pods)
         released = [p for p in self.active_pods if not self.tracked(p)]
         if released:
@@ -482,6 +500,46 @@ class Sync:
         if missing > 0:
             self._create(missing, active, want)
 
+    def _gang_link(self, gang: JobGang) -> str | None:
+        """The PodGroup the Job's new pods join, making the Job's Workload or PodGroup where
+        it is missing (`daemon.controllers.job.gang`); `_WAIT` while the Workload is made."""
+        job, view = self.job, self.view
+        prefix = f"{self.cluster}/{job.namespace}/"
+        workload = self.state.workloads.get(prefix + gang.workload)
+        if workload is None:
+            if not never_started(view, self.pods):
+                self.plan.notes.append(
+                    f"pods ungrouped: the Job started without its Workload {gang.workload}"
+                )
+                return None
+            body = workload_body_for(view, gang)
+            self.plan.objects.append(
+                Create(self.cluster, "Workload", job.namespace, gang.workload, body=body)
+            )
+            self.plan.head = (
+                f"WorkloadCreated: creating Workload {gang.workload} "
+                f"({_policy(gang)}); the pods wait for it"
+            )
+            return _WAIT
+        if not controlled_by(workload, job.uid):
+            self.plan.notes.append(
+                f"pods ungrouped: Workload {gang.workload} is not controlled by this Job"
+            )
+            return None
+        podgroup = self.state.podgroups.get(prefix + gang.podgroup)
+        if podgroup is None:
+            body = podgroup_body_for(view, gang, workload)
+            self.plan.objects.append(
+                Create(self.cluster, "PodGroup", job.namespace, gang.podgroup, body=body)
+            )
+            self.plan.notes.append(f"PodGroupCreated: creating PodGroup {gang.podgroup}")
+        elif not controlled_by(podgroup, job.uid):
+            self.plan.notes.append(
+                f"pods ungrouped: PodGroup {gang.podgroup} is not controlled by this Job"
+            )
+            return None
+        return gang.podgroup
+
     def _misplaced(self) -> bool:
         """upstream's exclusive-placement pod reconciler: followers sent to another domain
         than their leader's are marked DisruptionTarget, then deleted by a later decision
@@ -512,6 +570,10 @@ class Sync:
 
     def _create(self, missing: int, active: int, want: int) -> None:
         view = self.view
+        if self.link == _WAIT:
+            if view.status.start_time is None:
+                self.start = None  # not started until its pods can be made
+            return
         # Per-index back-off gates each index below instead (upstream ignores the Job-wide
         # record when backoffLimitPerIndex is set).
         record = None if view.per_index else self.state.job_backoff.get(self.key)
@@ -596,7 +658,7 @@ class Sync:
                 ordinal += 1
                 name = pod_name(job.name, job.uid, index, ordinal)
             counts = self._failure_counts(index) if self.view.per_index else None
-            body = pod_body(self.view, name, ordinal, self.rec.finalizer, index, counts)
+            body = pod_body(self.view, name, ordinal, self.rec.finalizer, index, counts, self.link)
             if shaped:
                 leader = self.leader() if key is not None and index != 0 else None
                 if not exclusive.shape_pod(body, index, key, leader):
@@ -851,6 +913,7 @@ class Sync:
             Delete(cluster, "Pod", pod.namespace, pod.name, precondition_uid=pod.uid)
             for pod in self.plan.deletes
         ]
+        intents += self.plan.objects
         intents += [
             Create(cluster, "Pod", job.namespace, name, body=body)
             for name, body in self.plan.creates
@@ -893,6 +956,11 @@ class Sync:
 
 def _name(pod: Pod) -> str:
     return pod.name
+
+
+def _policy(gang: JobGang) -> str:
+    count = gang.template.min_count
+    return "basic" if count is None else f"gang of {count}"
 
 
 def _go_duration_ns(seconds: int) -> int:

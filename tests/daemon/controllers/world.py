@@ -212,6 +212,16 @@ class World:
             defaults.job(body)
             defaults.job_selector(body)
             return decode_object_dict(kind, body)
+        if kind == "Pod":
+            # Decoded as the daemon decodes it (its group, requests, ...), every annotation
+            # kept.
+            pod = decode_object_dict(kind, body)
+            meta = body["metadata"]
+            return msgspec.structs.replace(
+                pod,
+                labels=dict(meta.get("labels") or {}),
+                annotations=dict(meta.get("annotations") or {}),
+            )
         meta = body["metadata"]
         owners = tuple(
             OwnerRef(o["kind"], o["name"], o["uid"], bool(o.get("controller")))
