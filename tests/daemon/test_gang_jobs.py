@@ -12,9 +12,17 @@ import pytest
 from kubernetes_asyncio import client
 
 from daemon.controllers.workloads import podgroup_name, template_name, workload_name
+from events.intents import Bind, Create
+from events.schema import Decided
 from tests.backends import Cluster, on_cluster
 from tests.daemon.test_gang import RACK, TOPOLOGY, gpus_of, occupy_every_rack, scheduled
-from tests.processes import eventually, kube_client, running_daemon
+from tests.processes import (
+    assert_reproduced,
+    eventually,
+    kube_client,
+    logged_events,
+    running_daemon,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -85,6 +93,9 @@ async def _play(cluster: Cluster, tmp_path: Path) -> None:
 
         pods = await eventually(members, within=30, what="the Job's 16 pods")
         assert {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in pods} == {group}
+        # Only kbatchd's: the built-in Job controller leaves a managedBy Job's gang alone.
+        listed = await custom.list_namespaced_custom_object(GROUP, version, ns, "workloads")
+        assert [w["metadata"]["name"] for w in listed["items"]] == [workload]
         found = await custom.get_namespaced_custom_object(GROUP, version, ns, "workloads", workload)
         assert found["spec"]["controllerRef"] == {
             "apiGroup": "batch",
@@ -129,3 +140,54 @@ async def _play(cluster: Cluster, tmp_path: Path) -> None:
         bound = await eventually(all_bound, within=30, what="all 16 members bound")
         racks = {(await core.read_node(p["spec"]["nodeName"])).metadata.labels[RACK] for p in bound}
         assert racks == {"b0-r1"}
+
+
+BLOCK = "cloud.provider.com/topology-block"
+# 2 blocks of 8 racks of 16 hosts of 8 GPUs: 1,024 GPUs per block.
+SEED_TOPOLOGY = "blocks=2,racks=8,hosts=16,gpus=8"
+
+
+async def test_the_seed_gang_job_of_1000_pods_is_bound_as_one_unit_into_one_block(
+    tmp_path: Path, backend: str
+) -> None:
+    """The issue's seed scenario: the Job's pods are created in two decisions of 500, and no
+    pod binds before the last exists; then one decision binds all 1,000 inside one block."""
+    async with on_cluster(backend, tmp_path, topology=SEED_TOPOLOGY) as cluster:
+        config = cluster.daemon_config(tmp_path, job={"workload_with_job": True})
+        async with running_daemon(config), kube_client(cluster.admin) as api:
+            ns, version = cluster.namespace, cluster.scheduling_version
+            body = gang_job("seed", 1000, version)
+            if version == "v1alpha2":
+                body["spec"]["template"]["metadata"]["annotations"] = {KUEUE_REQUIRED: BLOCK}
+            else:
+                body["spec"]["scheduling"]["schedulingConstraints"] = {"topology": [{"key": BLOCK}]}
+            await client.BatchV1Api(api).create_namespaced_job(ns, body)
+
+            async def all_bound() -> list[dict[str, Any]] | None:
+                pods = await raw_pods(api, ns)
+                done = len(pods) == 1000 and all(p["spec"].get("nodeName") for p in pods)
+                return pods if done else None
+
+            pods = await eventually(all_bound, within=240, what="1,000 pods bound")
+            core = client.CoreV1Api(api)
+            labels = {}
+            for node in {p["spec"]["nodeName"] for p in pods}:
+                labels[node] = (await core.read_node(node)).metadata.labels[BLOCK]
+            assert len(set(labels.values())) == 1
+            assert len({p["spec"]["schedulingGroup"]["podGroupName"] for p in pods}) == 1
+    events = await logged_events(tmp_path / "kbatchd.db")
+    creates = [
+        s
+        for s, e in events
+        if isinstance(e, Decided)
+        and any(i.kind == "Pod" and isinstance(i, Create) for i in e.intents)
+    ]
+    binds = [
+        (s, sum(isinstance(i, Bind) for i in e.intents))
+        for s, e in events
+        if isinstance(e, Decided) and any(isinstance(i, Bind) for i in e.intents)
+    ]
+    assert len(creates) == 2
+    assert [count for _, count in binds] == [1000]
+    assert binds[0][0] > max(creates)
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
