@@ -191,6 +191,25 @@ class Registry:
             found.obj.get("preemptionPolicy", "PreemptLowerPriority")
         )
 
+    def _podgroup_priority(self, obj: Obj) -> None:
+        """The Priority admission plugin on a PodGroup (1.36, WorkloadAwarePreemption): a
+        named class fills ``spec.priority``; without one the group has none (priority 0)."""
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and spec.get("priorityClassName"):
+            assert _PRIORITY_CLASSES is not None
+            name = spec["priorityClassName"]
+            found = self.store.get(_PRIORITY_CLASSES, "", name)
+            if found is None:
+                meta_name = obj.get("metadata", {}).get("name", "")
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'podgroups.scheduling.k8s.io "{meta_name}" is forbidden: no PriorityClass '
+                    f"with name {name} was found",
+                    {"name": meta_name, "group": "scheduling.k8s.io", "kind": "podgroups"},
+                )
+            spec["priority"] = int(found.obj.get("value", 0))
+
     # -- create ---------------------------------------------------------------------------
 
     def create(
@@ -254,6 +273,8 @@ class Registry:
         ):
             raise already_exists(resource.plural, resource.group, name)
         priority = self._priority(obj) if resource is PODS else (0, "PreemptLowerPriority")
+        if resource.kind == "PodGroup":
+            self._podgroup_priority(obj)
         try:
             strategy.prepare_create(resource, obj, priority)
             errors = strategy.validate_create(resource, obj)
