@@ -113,6 +113,10 @@ class Pod(KObject, frozen=True, tag="Pod"):
     # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: its terms
     # (any one must match), each a conjunction of requirements; () when the pod has none.
     node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
+    # status.nominatedNodeName: the node a preemption freed room on for this pending pod; the
+    # gang scheduler counts that room as taken by it until it is bound (kube-scheduler's
+    # nominator).
+    nominated: str = ""
 
     @property
     def ready(self) -> bool:
@@ -325,6 +329,7 @@ class _PodStatus(msgspec.Struct, rename="camel", gc=False):
     conditions: list[_Condition] | None = None
     container_statuses: list[_ContainerStatus] | None = None
     init_container_statuses: list[_ContainerStatus] | None = None
+    nominated_node_name: str = ""
 
 
 class _WirePod(msgspec.Struct, gc=False):
@@ -596,6 +601,7 @@ def pod_from_wire(wire: _WirePod, dropped: list[str] | None = None) -> Pod:
         node_selector=spec.node_selector or {},
         tolerations=_tolerations(wire_tolerations) if wire_tolerations else (),
         node_affinity=_required_node_affinity(spec.affinity) if spec.affinity else (),
+        nominated=status.nominated_node_name,
     )
 
 

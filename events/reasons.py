@@ -9,12 +9,13 @@ category among them, in the order of `CATEGORIES`:
 category        heads
 ==============  ===========================================================================
 preempted       ``Preempt*`` (Preempted, Preempting, PreemptLowerPriority...),
-                DisruptionTarget
+                DisruptionTarget, Disrupted
 restarted       ``Restart*`` (RestartInPlace, RestartAllContainers, RestartJobSet...),
                 PodsReadyTimeout, LeaderLost, Requeued
 admitted        Admitted, Extended, Scheduled, ``Admit*``
 not-admitted    NotAdmitted, NotEnoughMembers, BindingsInFlight (older logs), WaitingForLeader,
-                WaitingForWorkload, InvalidRequest, InvalidSpec, SchedulerNameMismatch,
+                WaitingForWorkload, WaitingForPreemption, NotPreempting, InvalidRequest,
+                InvalidSpec, SchedulerNameMismatch,
                 TopologyPlacementFailed, NodeAssignmentFailed, InsufficientRoom,
                 ``*Unschedulable``
 finished        CompletionsReached, SuccessPolicy, BackoffLimitExceeded, DeadlineExceeded,
@@ -49,6 +50,9 @@ CATEGORIES: Final = (
 
 _EXACT: Final = {
     "DisruptionTarget": "preempted",
+    "Disrupted": "preempted",
+    "WaitingForPreemption": "not-admitted",
+    "NotPreempting": "not-admitted",
     "PodsReadyTimeout": "restarted",
     "LeaderLost": "restarted",
     "Requeued": "restarted",

@@ -111,12 +111,14 @@ class State(msgspec.Struct):
     # where the next pod's ordinal (and so its name) starts.
     pod_ordinals: dict[str, int] = {}
     # ``cluster/namespace/podgroup`` -> keys of the pods naming it in spec.schedulingGroup;
-    # cluster -> (creation time, key) of its PodGroups waiting for room, oldest first (both
-    # kept by `gang.projection`). Snapshots from before the queue had a ``gang_waiting`` set
-    # instead; it is ignored, and the groups it held rejoin the queue at their next status
-    # change (their own retries decide them meanwhile).
+    # cluster -> (-priority, creation time, key) of its PodGroups waiting for room, highest
+    # priority then oldest first (both kept by `gang.projection`; older snapshots kept an
+    # oldest-first ``gang_queue``, which is ignored: the queue is rebuilt from the groups).
     group_members: dict[str, set[str]] = {}
-    gang_queue: dict[str, list[tuple[int, str]]] = {}
+    waiting_gangs: dict[str, list[tuple[int, int, str]]] = {}
+    # node key -> keys of the pending pods nominated to it (``status.nominatedNodeName``),
+    # whose room the gang scheduler keeps for them (kept by `gang.projection`).
+    nominated: dict[str, set[str]] = {}
     # ``cluster/namespace/workload`` -> keys of the PodGroups made from it (their
     # spec.podGroupTemplateRef), kept by `gang.projection`; rebuilt for older snapshots.
     workload_groups: dict[str, set[str]] = {}

@@ -131,6 +131,7 @@ class ClusterView:
     """One cluster's nodes as placement sees them during one pass."""
 
     def __init__(self, state: State, cluster: str) -> None:
+        self.state, self.cluster = state, cluster
         prefix = f"{cluster}//"
         self.nodes: list[Node] = sorted(
             (node for key, node in state.nodes.items() if key.startswith(prefix)),
@@ -139,8 +140,11 @@ class ClusterView:
         self._by_name = {n.name: n for n in self.nodes}
         node_used = state.topology.node_used
         assumed = state.assumed
+        nominated, pods = state.nominated, state.pods
         # Binds decided but not yet seen by the watch take room on the node they name
-        # (`State.assumed`, kept with their expectations), so no decided bind is ever free room.
+        # (`State.assumed`, kept with their expectations), so no decided bind is ever free room;
+        # so does a preemptor's pending pod nominated to a node (`State.nominated`), so that no
+        # other gang takes the room its preemption freed.
         self.used: dict[str, Amounts] = {}
         for node in self.nodes:
             key = prefix + node.name
@@ -148,11 +152,37 @@ class ClusterView:
             charged = assumed.get(key)
             if charged:
                 add_into(used, charged)
+            for pod_key in nominated.get(key, ()):
+                pod = pods.get(pod_key)
+                if pod is not None:
+                    _add(used, pod.requests)
             self.used[node.name] = used
+        self._levels = state.topology.levels
+        self._reset()
+
+    def _reset(self) -> None:
         self._infos: list[NodeInfo] | None = None
         self._rooms: dict[str | None, dict[tuple[str, ...], Amounts]] = {}
-        self._levels = state.topology.levels
         self._trees: dict[tuple[tuple[str, ...], Restrict], PlacedTree] = {}
+
+    def copy(self) -> ClusterView:
+        """A view of its own to try what-ifs on (a preemption's victims gone): the same nodes
+        and room, none of the caches."""
+        other = object.__new__(ClusterView)
+        other.state, other.cluster = self.state, self.cluster
+        other.nodes, other._by_name, other._levels = self.nodes, self._by_name, self._levels
+        other.used = {name: dict(used) for name, used in self.used.items()}
+        other._reset()
+        return other
+
+    def release(self, slots: Slots) -> None:
+        """Give back the room `slots` take (pods that are to go, or a group's own
+        nominations): the reverse of `assume`, for a view's first use (caches are dropped)."""
+        for pod, node in slots:
+            used = self.used.get(node)
+            if used is not None:
+                _add(used, pod.requests, -1)
+        self._reset()
 
     def infos(self) -> list[NodeInfo]:
         """The nodes as placement input. Each one's `used` is the very dict in `self.used`,

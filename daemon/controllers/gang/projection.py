@@ -7,12 +7,13 @@ PodGroup, and which PodGroups wait for room.
   ``cluster/namespace/podgroup`` to the keys of the pods naming it, of any scheduler and in
   any phase, until they are deleted.
 - **Waiting gangs.** A gang that did not fit must be decided again when room appears, but a
-  pod finishing somewhere dirties only its own owner. ``State.gang_queue`` holds per cluster,
-  oldest first, the PodGroups whose ``PodGroupScheduled`` condition says ``False``/``Unschedulable``
+  pod finishing somewhere dirties only its own owner. ``State.waiting_gangs`` holds per
+  cluster, highest priority then oldest first, the PodGroups whose ``PodGroupScheduled``
+  condition says ``False``/``Unschedulable``
   (written by the gang reconciler); when a pod stops taking capacity or a node starts giving
   it, the cluster's queue key ``GangQueue/<cluster>`` is made dirty, and the gang reconciler
   releases from it, once per pass, the waiting gangs (and the Workloads that decide for
-  coordinated ones) that the free room could hold, oldest first. The reconciler's own
+  coordinated ones) that the free room could hold, in that order. The reconciler's own
   back-off requeue is the safety net for changes this does not see (a taint removed, say).
 - **Workloads.** A Workload that coordinates its groups (leader first, role ratios) decides
   for all of them; ``State.workload_groups`` maps ``cluster/namespace/workload`` to the keys of
@@ -26,6 +27,9 @@ PodGroup, and which PodGroups wait for room.
   group goes). A daemon killed in the middle of the binds finds there, after its restart,
   what the admission still has to bind and where (`daemon.controllers.gang` finishes it, or
   evicts what was bound and requeues the group).
+- **Nominations.** A gang that preempted writes each pending member's
+  ``status.nominatedNodeName``; ``State.nominated`` maps each node to the pending, unbound
+  pods nominated to it, whose room no other gang may take (`gang.place.ClusterView`).
 
 Cost: `pod_changed` does work only when a pod appears, goes or changes group; `wake` runs
 only when capacity was released on a cluster that has waiting gangs.
@@ -61,6 +65,15 @@ def pod_changed(state: State, cluster: str, key: str, old: Pod | None, new: Pod 
     reindex(state.group_members, key, _group_of(cluster, old), _group_of(cluster, new))
 
 
+def nominated_to(cluster: str, pod: Pod | None) -> str | None:
+    """The node key whose room a pod holds by nomination: a live pod not yet bound."""
+    if pod is None or not pod.nominated or pod.node_name or pod.deletion_ts is not None:
+        return None
+    if pod.phase in ("Succeeded", "Failed"):
+        return None
+    return f"{cluster}//{pod.nominated}"
+
+
 def _scheduled(status: Any) -> dict[str, Any] | None:
     """The ``PodGroupScheduled`` condition of a PodGroup status (or status patch), if any."""
     conditions: Any = status.get("conditions") if isinstance(status, dict) else None
@@ -80,6 +93,19 @@ def waiting(group: PodGroup) -> bool:
         and condition.get("status") == "False"
         and condition.get("reason") == UNSCHEDULABLE
     )
+
+
+def group_priority(group: PodGroup) -> int:
+    """``spec.priority``, 0 when unset (KEP-5710: a group without one has priority 0)."""
+    value = group.spec.get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def queue_entry(group: PodGroup, key: str) -> tuple[int, int, str]:
+    """A waiting group's place in its cluster's queue: higher priority first, then older
+    (kube-scheduler's and Kueue's order). Both are immutable, so the old object finds the
+    entry of the new one."""
+    return (-group_priority(group), group.created, key)
 
 
 def admitted(group: PodGroup) -> bool:
@@ -136,28 +162,27 @@ def index_workload_groups(state: State) -> None:
 def podgroup_changed(
     state: State, cluster: str, key: str, old: PodGroup | None, new: PodGroup | None
 ) -> None:
-    """Keep ``gang_queue`` and ``workload_groups`` right for a PodGroup added, changed or
+    """Keep ``waiting_gangs`` and ``workload_groups`` right for a PodGroup added, changed or
     deleted. The queue is kept sorted here, once per change, because the gang reconciler
     reads it in order at every pass."""
     reindex(state.workload_groups, key, workload_key(cluster, old), workload_key(cluster, new))
     if state.admissions and (new is None or admitted(new)):
         state.admissions.pop(key, None)  # seen whole (or gone): nothing is left to finish
-    queue = state.gang_queue.get(cluster)
+    queue = state.waiting_gangs.get(cluster)
     if new is not None and waiting(new):
         if queue is None:
-            queue = state.gang_queue[cluster] = []
-        entry = (new.created, key)
+            queue = state.waiting_gangs[cluster] = []
+        entry = queue_entry(new, key)
         at = bisect.bisect_left(queue, entry)
         if at == len(queue) or queue[at] != entry:
             queue.insert(at, entry)
     elif queue is not None and old is not None:
-        # creationTimestamp never changes, so the old object finds the entry.
-        entry = (old.created, key)
+        entry = queue_entry(old, key)
         at = bisect.bisect_left(queue, entry)
         if at < len(queue) and queue[at] == entry:
             del queue[at]
             if not queue:
-                del state.gang_queue[cluster]
+                del state.waiting_gangs[cluster]
 
 
 def workload_ref(spec: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -204,7 +229,7 @@ def wake(state: State, cluster: str, dirty: set[str]) -> None:
     cluster's queue key is dirtied; the gang reconciler picks, once per pass, which waiting
     gangs the room can hold (dirtying all of them made every finishing pod cost a decision
     per waiting gang)."""
-    if cluster in state.gang_queue:
+    if cluster in state.waiting_gangs:
         dirty.add(f"{QUEUE}/{cluster}")
 
 
@@ -215,9 +240,16 @@ def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
         old is None or new is None or old.pod_group != new.pod_group
     ):
         pod_changed(state, change.cluster, change.key, old, new)
+    if (old is not None and old.nominated) or (new is not None and new.nominated):
+        reindex(
+            state.nominated,
+            change.key,
+            nominated_to(change.cluster, old),
+            nominated_to(change.cluster, new),
+        )
     if dirty is None:
         return
-    if state.gang_queue and change.moved and charge_of(change.cluster, new) is None:
+    if state.waiting_gangs and change.moved and charge_of(change.cluster, new) is None:
         wake(state, change.cluster, dirty)  # the pod stopped taking room: gangs may fit now
     pod: Pod = change.obj
     if pod.pod_group:
@@ -228,7 +260,7 @@ def _node_observed(state: State, change: Change, dirty: Dirty | None) -> None:
     if (
         dirty is not None
         and change.moved
-        and state.gang_queue
+        and state.waiting_gangs
         and change.key in state.topology.paths
     ):
         wake(state, change.cluster, dirty)  # a node joined or changed: maybe room for a gang
@@ -243,6 +275,14 @@ def _podgroup_observed(state: State, change: Change, dirty: Dirty | None) -> Non
 def _restored(state: State) -> None:
     if state.podgroups and not state.workload_groups:
         index_workload_groups(state)  # a snapshot from before the index
+    if state.podgroups and not state.waiting_gangs:
+        # A snapshot from before the priority-ordered queue (or one with no waiting group).
+        for key, group in state.podgroups.items():
+            if waiting(group):
+                cluster = key.split("/", 1)[0]
+                state.waiting_gangs.setdefault(cluster, []).append(queue_entry(group, key))
+        for queue in state.waiting_gangs.values():
+            queue.sort()
 
 
 FOLD: Final = FoldHooks(

@@ -45,10 +45,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from daemon.controllers.base import Decision, split_ref
-from daemon.controllers.gang import ratios
+from daemon.controllers.gang import preempt, ratios
 from daemon.controllers.gang.place import (
     ClusterView,
     Pass,
@@ -56,6 +56,7 @@ from daemon.controllers.gang.place import (
     Slots,
     anchor,
     demand,
+    domain_of,
     domain_with_room,
     fit,
     fits,
@@ -63,7 +64,12 @@ from daemon.controllers.gang.place import (
     pod_set,
     short_of,
 )
-from daemon.controllers.gang.projection import QUEUE, dirty_group, workload_name
+from daemon.controllers.gang.projection import (
+    QUEUE,
+    dirty_group,
+    group_priority,
+    workload_name,
+)
 from daemon.controllers.gang.spec import (
     DEFAULT_LEADER_TEMPLATE,
     EVICTIONS,
@@ -85,6 +91,7 @@ from daemon.controllers.gang.spec import (
     GroupSpec,
     Members,
     conditions_of,
+    evicted_whole,
     group_spec,
     max_requests,
     members,
@@ -111,6 +118,12 @@ NO_ROOM: Final = "InsufficientRoom:"
 # Placement verdicts that say the room is short; while the cluster's free room stays below a
 # waiting group's demand, its condition keeps the last of these instead of a fresh count.
 ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_ROOM)
+# The condition message of a gang whose preemption is under way (KEP-5710's wording).
+WAITING_FOR_PREEMPTION: Final = (
+    "WaitingForPreemption: pod group is waiting for preemption to complete"
+)
+# How many domains (the lightest in victims first) a preemption tries to place a gang in.
+PREEMPT_DOMAINS: Final = 8
 # How many waiting groups in a row that the free room cannot hold a queue pass looks past
 # before it stops: a bound on the pass's work, not on who gets room (every waiting group is
 # also retried on its own schedule).
@@ -234,9 +247,9 @@ class Reads:
         """Forget groups no longer waiting once they could outnumber the waiting ones: only
         waiting groups are remembered, so what this holds beyond the state itself stays
         bounded by the queues."""
-        queues = state.gang_queue.values()
+        queues = state.waiting_gangs.values()
         if len(self._entries) > 2 * sum(map(len, queues)) + 1_000:
-            waiting = {key for queue in queues for _, key in queue}
+            waiting = {key for queue in queues for *_, key in queue}
             self._entries = {k: v for k, v in self._entries.items() if k in waiting}
 
 
@@ -300,6 +313,26 @@ class _Step:
             self.deletes.append(
                 Delete(cluster, "Pod", pod.namespace, pod.name, precondition_uid=pod.uid)
             )
+
+    def patch_pod(
+        self,
+        cluster: str,
+        pod: Pod,
+        patch: dict[str, Any],
+        patch_type: Literal["merge", "strategic"] = "strategic",
+    ) -> None:
+        """A pod status patch (a victim's ``DisruptionTarget``, a nomination)."""
+        self.patches.append(
+            Patch(
+                cluster,
+                "Pod",
+                pod.namespace,
+                pod.name,
+                patch=patch,
+                patch_type=patch_type,
+                subresource="status",
+            )
+        )
 
     def annotate(self, spec: GroupSpec, key: str, value: str) -> None:
         self.patches.append(
@@ -408,7 +441,7 @@ class GangReconciler:
         state = run.state
         cluster = queue.split("/", 1)[1]
         run.reads.prune(state)
-        waiting = state.gang_queue.get(cluster)
+        waiting = state.waiting_gangs.get(cluster)
         if not waiting:
             return []
         view = run.cluster(cluster)
@@ -423,7 +456,7 @@ class GangReconciler:
         keys: dict[str, None] = {}  # in queue order
         passed = 0
         awaiting = state.awaiting
-        for _, group_key in waiting:
+        for _, _, group_key in waiting:
             if f"PodGroup/{group_key}" in awaiting:
                 continue  # admitted, its binds in flight: they take their room already
             group = self._read(run, cluster, group_key, remember=True)
@@ -434,6 +467,13 @@ class GangReconciler:
                 f"Workload/{cluster}/{group.spec.namespace}/{workload}" in awaiting
             ):
                 continue  # the same, decided by the Workload that coordinates it
+            if any(p.nominated for p in group.members.pending):
+                # A preemptor: the room it waits for is held for it (`State.nominated`) and
+                # counted as taken in the budget; its own decision sees it free.
+                released_now: set[str] = set()
+                dirty_group(state, group_key, released_now)
+                keys.update(dict.fromkeys(sorted(released_now)))
+                continue
             if group.need is None:
                 group.need = (demand(group.members.pending), self._required(group))
             need, level = group.need
@@ -592,6 +632,11 @@ class GangReconciler:
         if blocked is not None:
             self._unschedulable(step, spec, blocked, None)
             return False
+        going = [p for p in found.bound if preempt.leaving(p)]
+        if going:
+            # Preempted (or otherwise disrupted): placed again only once they are gone.
+            step.reason(f"Preempted: waiting for {len(going)} evicted member(s) to go")
+            return False
         if found.count < spec.min_count:
             self._not_enough(step, spec, found)
             return False
@@ -601,7 +646,15 @@ class GangReconciler:
         if isinstance(slots, str):
             if slots.startswith(INVALID):
                 self._invalid(step, spec, slots[len(INVALID) :].strip())
-            elif slots.startswith(NO_ROOM):
+                return False
+            if (
+                leader is None
+                and slots.startswith(ROOM_REASONS)
+                and self._preempt(step, view, levels, group)
+            ):
+                return False
+            self._forget_nominations(step, spec, found)
+            if slots.startswith(NO_ROOM):
                 self._no_room(step, spec, slots)
             else:
                 self._unschedulable(step, spec, slots, step.now)
@@ -615,9 +668,17 @@ class GangReconciler:
         levels: tuple[str, ...],
         group: _Group,
         leader: tuple[str, Sequence[Pod]] | None = None,
+        within: Restrict = (),
     ) -> Slots | str:
-        """Nodes for every pending member, next to the bound ones (and the leader)."""
+        """Nodes for every pending member, next to the bound ones (and the leader; else
+        `within` a domain, when given)."""
         spec, found = group.spec, group.members
+        own = [(p, p.nominated) for p in found.pending if p.nominated]
+        if own:
+            # The room held for its own pods is free to it. (The pass's view keeps it charged
+            # if the group is admitted: conservative, and only until the next pass.)
+            view = view.copy()
+            view.release(own)
         try:
             request = topology_request(spec, (*found.bound, *found.pending))
         except GangSpecError as exc:
@@ -629,6 +690,8 @@ class GangReconciler:
             restrict = anchor(view, levels, level, found.bound)
             if not restrict and leader is not None and leader[0] == level:
                 restrict = anchor(view, levels, level, leader[1])
+            if not restrict:
+                restrict = within
         pods = found.pending
         short = short_room(view, pods, None if restrict else level)
         if short is not None:
@@ -660,6 +723,16 @@ class GangReconciler:
         self, step: _Step, view: ClusterView, levels: tuple[str, ...], group: _Group
     ) -> bool:
         spec, found = group.spec, group.members
+        going = [p for p in found.bound if preempt.leaving(p)]
+        if going and spec.evicted_whole:
+            # A victim evicted whole (KEP-5710): back to the queue, to be placed again once
+            # its members are gone and recreated.
+            message = "Preempted: its members are evicted by a higher-priority pod group"
+            step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+            step.reason(f"{message}; {len(going)} member(s) marked DisruptionTarget, requeued")
+            return False
+        if going:
+            step.reason(f"Disrupted: {len(going)} member(s) marked DisruptionTarget")
         since = spec.admitted_at if spec.admitted_at is not None else step.now
         timing = self.ready_timeout_ms is not None and not (
             spec.pods_ready is not None and spec.pods_ready.true
@@ -688,6 +761,173 @@ class GangReconciler:
             return False
         step.reason(_admitted_reason(spec, became_ready))
         return False
+
+    # -- preemption (KEP-5710) ---------------------------------------------------------------
+
+    def _preempt(
+        self, step: _Step, view: ClusterView, levels: tuple[str, ...], group: _Group
+    ) -> bool:
+        """Make room for a gang that did not fit by evicting lower-priority units
+        (`gang.preempt`), or wait for the room an earlier preemption is freeing. Two
+        decisions, since a decision touches a pod once: the first marks every victim pod
+        ``DisruptionTarget`` (so a Job's podFailurePolicy can tell) and nominates the gang's
+        pods to the nodes it was placed on; the next deletes the marked victims. False when
+        preemption cannot help: the caller reports the gang unschedulable."""
+        spec, found = group.spec, group.members
+        if not spec.preempts:
+            return False
+        going, candidates = self._victim_units(view, spec)
+        if going:
+            # Room already on its way out: enough once it is gone?
+            freed = view.copy()
+            freed.release([(p, p.node_name) for u in going for p in u.pods])
+            slots = self._place(freed, levels, group)
+            if not isinstance(slots, str):
+                self._await_victims(step, spec, found, going, slots)
+                return True
+        else:
+            freed = view
+        if not candidates:
+            return False
+        trial = freed.copy()
+        trial.release([(p, p.node_name) for u in candidates for p in u.pods])
+        slots = self._lightest(trial, levels, group, candidates)
+        if isinstance(slots, str):
+            step.reason(
+                f"NotPreempting: {len(candidates)} lower-priority unit(s) would not make room: "
+                f"{slots}"
+            )
+            return False
+        trial.assume(slots)
+        taken = {node for _, node in slots}
+        slack: dict[str, dict[str, int]] = {}
+        for info in trial.infos():
+            if info.name in taken:
+                room = slack[info.name] = {}
+                for name, amount in info.allocatable.items():
+                    room[name] = amount - info.used.get(name, 0)
+        victims, spared = preempt.reprieve(candidates, slack)
+        message = (
+            f"{self.scheduler_name}: preempting to accommodate a higher priority podgroup "
+            f"{spec.namespace}/{spec.name}"
+        )
+        stamp = rfc3339(step.now)
+        for unit in victims:
+            for pod in unit.pods:
+                step.patch_pod(spec.cluster, pod, _disruption(message, stamp))
+        self._nominate(step, spec.cluster, slots)
+        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
+        step.reason(
+            f"Preempting: {spec.namespace}/{spec.name} (priority {spec.priority}) evicts "
+            f"{preempt.describe(victims)} (weight {preempt.weight(victims)}); "
+            f"{len(spared)} lower-priority unit(s) spared"
+        )
+        step.wake(step.now + self.retry_first_ms)
+        return True
+
+    def _lightest(
+        self,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        group: _Group,
+        candidates: Sequence[preempt.Unit],
+    ) -> Slots | str:
+        """Where the gang goes once every candidate is gone. For a gang confined to one
+        domain, the domains are tried in order of the priority-weighted candidate pods in
+        them (the fewest first; then by name), so that the reverse pass starts from the
+        cheapest room; else wherever placement puts it."""
+        level = self._required(group)
+        configured = view.state.topology.levels
+        if level is None or level not in configured:
+            return self._place(view, levels, group)
+        depth = configured.index(level) + 1
+        weights: dict[tuple[str, ...], int] = {}
+        for unit in candidates:
+            for pod in unit.pods:
+                labels = view.labels_of(pod.node_name)
+                domain = domain_of(labels, configured, level) if labels is not None else None
+                if domain is not None:
+                    weights[domain] = weights.get(domain, 0) + max(1, unit.priority)
+        need = demand(group.members.pending)
+        domains = [d for d, room in view.room(level).items() if fits(need, room)]
+        domains.sort(key=lambda d: (weights.get(d, 0), d))
+        for domain in domains[:PREEMPT_DOMAINS]:
+            within = tuple(sorted(zip(configured[:depth], domain, strict=True)))
+            slots = self._place(view, levels, group, within=within)
+            if not isinstance(slots, str):
+                return slots
+        return self._place(view, levels, group)
+
+    def _victim_units(
+        self, view: ClusterView, spec: GroupSpec
+    ) -> tuple[list[preempt.Unit], list[preempt.Unit]]:
+        """The lower-priority units bound in the cluster: (those already leaving, the
+        candidates). A group evicted whole is one unit with all its bound members."""
+        state, cluster = view.state, view.cluster
+        pods, node_pods, podgroups = state.pods, state.topology.node_pods, state.podgroups
+        going: list[preempt.Unit] = []
+        candidates: list[preempt.Unit] = []
+        whole: dict[str, tuple[preempt.Unit, preempt.Unit]] = {}
+        for node in view.nodes:
+            for pod_key in sorted(node_pods.get(f"{cluster}//{node.name}", ())):
+                pod = pods.get(pod_key)
+                if pod is None or pod.terminal:
+                    continue
+                if pod.pod_group:
+                    if pod.namespace == spec.namespace and pod.pod_group == spec.name:
+                        continue  # its own members
+                    group_key = f"{cluster}/{pod.namespace}/{pod.pod_group}"
+                    podgroup = podgroups.get(group_key)
+                    if podgroup is not None and _whole(podgroup):
+                        if group_key not in whole and group_priority(podgroup) < spec.priority:
+                            whole[group_key] = _group_units(state, group_key, podgroup)
+                        continue
+                if pod.priority >= spec.priority:
+                    continue
+                unit = preempt.pod_unit(pod)
+                (going if preempt.leaving(pod) else candidates).append(unit)
+        for staying, leaving in whole.values():
+            if staying.pods:
+                candidates.append(staying)
+            if leaving.pods:
+                going.append(leaving)
+        return going, candidates
+
+    def _await_victims(
+        self,
+        step: _Step,
+        spec: GroupSpec,
+        found: Members,
+        going: Sequence[preempt.Unit],
+        slots: Slots,
+    ) -> None:
+        """The gang fits once the leaving pods are gone: delete the marked ones not yet being
+        deleted, keep its nominations where it now fits, and wait."""
+        marked = [p for u in going for p in u.pods if p.deletion_ts is None]
+        step.delete(spec.cluster, marked)
+        self._nominate(step, spec.cluster, slots)
+        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
+        gone = sum(len(u.pods) for u in going)
+        step.reason(
+            f"WaitingForPreemption: {gone} victim pod(s) still to go, {len(marked)} deleted now"
+        )
+        step.wake(
+            retry_at(step.now, step.now, self.retry_first_ms, self.retry_max_ms)
+            if not marked
+            else step.now + self.retry_first_ms
+        )
+
+    def _nominate(self, step: _Step, cluster: str, slots: Slots) -> None:
+        for pod, node in slots:
+            if pod.nominated != node:
+                step.patch_pod(cluster, pod, {"status": {"nominatedNodeName": node}}, "merge")
+
+    def _forget_nominations(self, step: _Step, spec: GroupSpec, found: Members) -> None:
+        """A gang that gives up waiting for its preemption lets go of the room held for it
+        (kube-scheduler clears nominations after a failed cycle)."""
+        for pod in found.pending:
+            if pod.nominated:
+                step.patch_pod(spec.cluster, pod, {"status": {"nominatedNodeName": None}}, "merge")
 
     # -- an admission a crash cut short ------------------------------------------------------
 
@@ -1098,6 +1338,48 @@ class GangReconciler:
         if not keys:
             return None, None
         return min(keys, key=levels.index), None
+
+
+def _whole(podgroup: PodGroup) -> bool:
+    """Whether a group is evicted whole; a malformed mode reads as ``single`` here (the
+    group's own decisions report it)."""
+    try:
+        return evicted_whole(podgroup.spec, "")
+    except GangSpecError:
+        return False
+
+
+def _group_units(
+    state: State, group_key: str, podgroup: PodGroup
+) -> tuple[preempt.Unit, preempt.Unit]:
+    """A whole group's bound members: (the unit still to evict, the unit already leaving)."""
+    pods = state.pods
+    bound = [
+        pod
+        for key in sorted(state.group_members.get(group_key, ()))
+        if (pod := pods.get(key)) is not None and pod.node_name and not pod.terminal
+    ]
+    priority = group_priority(podgroup)
+    namespace, name = podgroup.namespace, podgroup.name
+    staying = [p for p in bound if not preempt.leaving(p)]
+    leaving = [p for p in bound if preempt.leaving(p)]
+    return (
+        preempt.group_unit(namespace, name, priority, staying),
+        preempt.group_unit(namespace, name, priority, leaving),
+    )
+
+
+def _disruption(message: str, stamp: str) -> dict[str, Any]:
+    """A victim pod's status patch (strategic merge: conditions merge by type), as
+    kube-scheduler marks the pods it preempts."""
+    condition = {
+        "type": preempt.DISRUPTION_TARGET,
+        "status": "True",
+        "reason": preempt.PREEMPTED_REASON,
+        "message": message,
+        "lastTransitionTime": stamp,
+    }
+    return {"status": {"conditions": [condition]}}
 
 
 def configured(settings: Settings) -> GangReconciler:

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from daemon.controllers.gang.projection import workload_ref
+from daemon.controllers.gang.projection import group_priority, workload_ref
 from events.objects import ObjectError, Pod, PodGroup, Workload, timestamp_ms
 
 SCHEDULED: Final = "PodGroupScheduled"
@@ -109,6 +109,13 @@ class GroupSpec(msgspec.Struct, frozen=True):
     scheduled: Condition | None
     pods_ready: Condition | None
     evictions: int
+    # ``spec.priority`` (the Priority admission plugin fills it from ``priorityClassName``;
+    # none is 0), the group's priority as preemptor and as victim (KEP-5710).
+    priority: int = 0
+    # ``spec.disruptionMode`` is ``all`` (1.37) or ``PodGroup`` (1.36): evicted whole.
+    evicted_whole: bool = False
+    # ``spec.preemptionPolicy`` is not ``Never``.
+    preempts: bool = True
 
     @property
     def key(self) -> str:
@@ -135,6 +142,27 @@ def _count(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise GangSpecError(f"{where}: must be an integer of at least 1, got {value!r}")
     return value
+
+
+# spec.disruptionMode: the v1beta1 union member or the v1alpha2 enum value -> evicted whole.
+_DISRUPTION: Final = {"single": False, "all": True, "Pod": False, "PodGroup": True}
+PREEMPTION_POLICIES: Final = ("PreemptLowerPriority", "Never")
+
+
+def evicted_whole(spec: Mapping[str, Any], where: str) -> bool:
+    """Whether ``spec.disruptionMode`` makes the group one preemption victim: ``{all: {}}``
+    (v1beta1) or ``PodGroup`` (v1alpha2); unset is ``single``/``Pod``."""
+    mode = spec.get("disruptionMode")
+    if mode is None:
+        return False
+    if isinstance(mode, dict) and len(mode) == 1:
+        mode = next(iter(mode))
+    if isinstance(mode, str) and mode in _DISRUPTION:
+        return _DISRUPTION[mode]
+    raise GangSpecError(
+        f"{where}: spec.disruptionMode: expected {{single: {{}}}}, {{all: {{}}}}, Pod or "
+        f"PodGroup, got {mode!r}"
+    )
 
 
 def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
@@ -173,6 +201,16 @@ def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
                     )
                 topology_key = key
     workload, template = workload_ref(spec)
+    whole = evicted_whole(spec, where)
+    if whole and "basic" in policy:
+        # Upstream's workload builder refuses it (KEP-5710); a 1.37 server may still store it.
+        raise GangSpecError(f"{where}: spec.disruptionMode: all needs a gang policy, not basic")
+    policy_name = spec.get("preemptionPolicy", "PreemptLowerPriority")
+    if policy_name not in PREEMPTION_POLICIES:
+        raise GangSpecError(
+            f"{where}: spec.preemptionPolicy: expected PreemptLowerPriority or Never, "
+            f"got {policy_name!r}"
+        )
     conditions = conditions_of(group.status, where)
     raw_evictions = group.annotations.get(EVICTIONS, "0")
     if not raw_evictions.isdecimal() or len(raw_evictions) > 9:
@@ -191,6 +229,9 @@ def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
         scheduled=conditions.get(SCHEDULED),
         pods_ready=conditions.get(PODS_READY),
         evictions=int(raw_evictions),
+        priority=group_priority(group),
+        evicted_whole=whole,
+        preempts=policy_name != "Never",
     )
 
 

@@ -57,10 +57,20 @@ def podgroup(
     template: str | None = None,
     conditions: list[dict[str, Any]] | None = None,
     annotations: dict[str, str] | None = None,
+    priority: int | None = None,
+    disruption: str | dict[str, Any] | None = None,
+    preemption: str | None = None,
 ) -> PodGroup:
     spec: dict[str, Any] = {
         "schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     }
+    for field, value in (
+        ("priority", priority),
+        ("disruptionMode", disruption),
+        ("preemptionPolicy", preemption),
+    ):
+        if value is not None:
+            spec[field] = value
     if topology_key is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     if workload is not None:
@@ -105,6 +115,7 @@ def member(
     annotations: dict[str, str] | None = None,
     gates: tuple[str, ...] = (),
     cpu: str = "1",
+    priority: int = 0,
 ) -> Pod:
     requests = resource_map({"cpu": cpu, GPU: gpus} if gpus else {"cpu": cpu})
     return Pod(
@@ -121,6 +132,7 @@ def member(
         scheduling_gates=gates,
         phase=phase,
         conditions={"Ready": "True" if ready else "False"},
+        priority=priority,
     )
 
 
@@ -128,19 +140,30 @@ def members(group: str, count: int, prefix: str | None = None, **kwargs: Any) ->
     return [member(f"{prefix or group}-{i:02d}", group, **kwargs) for i in range(count)]
 
 
-def blocker(name: str, node: str, gpus: int) -> Pod:
-    """A pod of the default scheduler already running on `node` (not kbatchd's)."""
+def running(
+    name: str, node: str, gpus: int, priority: int = 0, group: str = "", namespace: str = NS
+) -> Pod:
+    """A pod of `priority` running on `node` with `gpus`: kbatchd's member of `group`, or
+    without one a pod of the default scheduler."""
     return Pod(
         name=name,
-        namespace="other",
+        namespace=namespace,
         uid=f"uid-{name}",
         rv="1",
         created=T0,
         node_name=node,
+        scheduler_name=SCHEDULER if group else "default-scheduler",
+        pod_group=group,
+        priority=priority,
         requests=resource_map({GPU: gpus}),
         phase="Running",
         conditions={"Ready": "True"},
     )
+
+
+def blocker(name: str, node: str, gpus: int) -> Pod:
+    """A pod of the default scheduler already running on `node` (not kbatchd's)."""
+    return running(name, node, gpus, namespace="other")
 
 
 def key(name: str, kind: str = "PodGroup") -> str:

@@ -81,6 +81,17 @@ def conditions(status: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in status.get("conditions") or ()}
 
 
+def pod_status_changes(pod: Pod, status: dict[str, Any]) -> dict[str, Any]:
+    """What a pod status patch changes of the slim pod: its conditions (merged by type) and
+    its nomination."""
+    changes: dict[str, Any] = {}
+    if "conditions" in status:
+        changes["conditions"] = {**pod.conditions, **conditions(status)}
+    if "nominatedNodeName" in status:
+        changes["nominated"] = status["nominatedNodeName"] or ""
+    return changes
+
+
 class World:
     """The cluster: API server, garbage collector, scheduler, kubelet and agents."""
 
@@ -258,6 +269,9 @@ class World:
         meta = intent.patch.get("metadata") or {}
         if intent.precondition_rv not in ("", obj.rv) or meta.get("uid") not in (None, obj.uid):
             raise Conflict(f"409 on {intent.kind} {intent.name}: {intent}")
+        if isinstance(obj, Pod) and intent.subresource == "status":
+            self._store(bump(obj, **pod_status_changes(obj, intent.patch.get("status") or {})))
+            return
         merge = strategic_merge_patch if intent.patch_type == "strategic" else merge_patch
         changes: dict[str, Any] = {}
         for part, patch in intent.patch.items():

@@ -165,7 +165,7 @@ def test_capacity_freed_wakes_the_waiting_group_and_it_lands_in_one_rack() -> No
     world = blocked_world()
     world.add(podgroup("g", 16, topology_key=RACK), *members("g", 16))
     world.run(key("g"))
-    assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/ns/g")]}
+    assert world.state.waiting_gangs == {CLUSTER: [(0, T0, f"{CLUSTER}/ns/g")]}
     dirty = world.remove(world.pod("block-r1"))
     assert key("g") in dirty, "a pod releasing room dirties the waiting gang"
     decision = world.run(key("g"))
@@ -173,7 +173,7 @@ def test_capacity_freed_wakes_the_waiting_group_and_it_lands_in_one_rack() -> No
     assert len(binds(decision)) == 16
     assert {world.rack_of(node) for node in world.placed("g").values()} == {"b0-r1"}
     assert world.condition("g")["status"] == "True"
-    assert CLUSTER not in world.state.gang_queue, "an admitted group no longer waits"
+    assert CLUSTER not in world.state.waiting_gangs, "an admitted group no longer waits"
 
 
 def test_a_pod_binding_elsewhere_does_not_wake_waiting_gangs() -> None:

@@ -4,6 +4,7 @@ which keys a change makes dirty."""
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from events import fold
 from events.state import decode_state, encode_state
@@ -75,9 +76,9 @@ def test_a_member_change_dirties_its_group_and_the_groups_workload() -> None:
 def test_only_groups_marked_unschedulable_wait() -> None:
     world = GangWorld(nodes())
     world.add(podgroup("waiting", 4, conditions=UNSCHEDULABLE), podgroup("fine", 4))
-    assert world.state.gang_queue == {CLUSTER: [(T0, f"{CLUSTER}/{NS}/waiting")]}
+    assert world.state.waiting_gangs == {CLUSTER: [(0, T0, f"{CLUSTER}/{NS}/waiting")]}
     world.observe(podgroup("waiting", 4))  # condition gone
-    assert world.state.gang_queue == {}
+    assert world.state.waiting_gangs == {}
 
 
 def test_released_room_and_new_nodes_wake_waiting_groups_and_nothing_else_does() -> None:
@@ -104,7 +105,7 @@ def test_the_indexes_survive_a_snapshot() -> None:
     )
     restored = decode_state(encode_state(world.state))
     assert restored.group_members == world.state.group_members
-    assert restored.gang_queue == world.state.gang_queue
+    assert restored.waiting_gangs == world.state.waiting_gangs
     assert (
         restored.workload_groups
         == world.state.workload_groups
@@ -121,26 +122,55 @@ def test_a_snapshot_from_before_the_workload_index_gets_it_rebuilt() -> None:
     assert restored.workload_groups == {f"{CLUSTER}/{NS}/w": {f"{CLUSTER}/{NS}/g"}}
 
 
-def test_the_queue_is_oldest_first_and_forgets_deleted_groups() -> None:
+def test_the_queue_is_highest_priority_then_oldest_first_and_forgets_deleted_groups() -> None:
     world = GangWorld(nodes())
     young = msgspec.structs.replace(podgroup("a", 2, conditions=UNSCHEDULABLE), created=T0 + 5)
     old = msgspec.structs.replace(podgroup("b", 2, conditions=UNSCHEDULABLE), created=T0 + 1)
-    world.add(young, old)
+    urgent = msgspec.structs.replace(
+        podgroup("c", 2, conditions=UNSCHEDULABLE, priority=100), created=T0 + 9
+    )
+    lowly = msgspec.structs.replace(
+        podgroup("d", 2, conditions=UNSCHEDULABLE, priority=-5), created=T0
+    )
+    world.add(young, old, urgent, lowly)
     world.observe(msgspec.structs.replace(old, rv="2"))  # still waiting: listed once
-    assert world.state.gang_queue == {
-        CLUSTER: [(T0 + 1, f"{CLUSTER}/{NS}/b"), (T0 + 5, f"{CLUSTER}/{NS}/a")]
+    assert world.state.waiting_gangs == {
+        CLUSTER: [
+            (-100, T0 + 9, f"{CLUSTER}/{NS}/c"),
+            (0, T0 + 1, f"{CLUSTER}/{NS}/b"),
+            (0, T0 + 5, f"{CLUSTER}/{NS}/a"),
+            (5, T0, f"{CLUSTER}/{NS}/d"),
+        ]
     }
     world.remove(old)
-    assert world.state.gang_queue == {CLUSTER: [(T0 + 5, f"{CLUSTER}/{NS}/a")]}
+    world.remove(urgent)
+    assert world.state.waiting_gangs == {
+        CLUSTER: [(0, T0 + 5, f"{CLUSTER}/{NS}/a"), (5, T0, f"{CLUSTER}/{NS}/d")]
+    }
 
 
-def test_a_snapshot_from_before_the_queue_still_loads() -> None:
-    """Older snapshots kept a ``gang_waiting`` set; the field is ignored, not an error."""
+@pytest.mark.parametrize("older", ["gang_waiting", "gang_queue"])
+def test_a_snapshot_from_before_the_priority_queue_gets_it_rebuilt(older: str) -> None:
+    """Older snapshots kept a ``gang_waiting`` set, then an oldest-first ``gang_queue``;
+    either is ignored and the queue is rebuilt from the waiting groups."""
     world = GangWorld(nodes())
-    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE))
+    world.add(podgroup("g", 4, conditions=UNSCHEDULABLE), podgroup("h", 4))
     raw = msgspec.msgpack.decode(encode_state(world.state))
-    del raw["gang_queue"]
-    raw["gang_waiting"] = {CLUSTER: [f"{CLUSTER}/{NS}/g"]}
-    restored = decode_state(msgspec.msgpack.encode(raw))
-    assert restored.gang_queue == {}
+    del raw["waiting_gangs"]
+    raw[older] = {CLUSTER: [[T0, f"{CLUSTER}/{NS}/g"]]}
+    restored = fold.restored(decode_state(msgspec.msgpack.encode(raw)))
+    assert restored.waiting_gangs == {CLUSTER: [(0, T0, f"{CLUSTER}/{NS}/g")]}
     assert restored.podgroups == world.state.podgroups
+
+
+def test_nominated_pods_hold_their_node_until_bound_or_gone() -> None:
+    world = GangWorld(nodes())
+    pod = msgspec.structs.replace(member("p", "g"), nominated="b0-r0-h1")
+    world.add(podgroup("g", 1), pod)
+    assert world.state.nominated == {f"{CLUSTER}//b0-r0-h1": {f"{CLUSTER}/{NS}/p"}}
+    world.observe(msgspec.structs.replace(pod, node_name="b0-r0-h1", rv="2"))
+    assert world.state.nominated == {}
+    world.observe(msgspec.structs.replace(pod, rv="3"))
+    assert world.state.nominated == {f"{CLUSTER}//b0-r0-h1": {f"{CLUSTER}/{NS}/p"}}
+    world.remove(world.pod("p"))
+    assert world.state.nominated == {}

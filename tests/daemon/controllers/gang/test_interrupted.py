@@ -143,7 +143,7 @@ def test_an_admission_cut_short_is_finished_from_the_log_or_undone_whole(case: C
         assert live_bound == [], "what it bound is evicted"
         assert deletes(decision) == sorted(before)
         assert not world.state.admissions
-        assert world.state.gang_queue[CLUSTER], "requeued"
+        assert world.state.waiting_gangs[CLUSTER], "requeued"
 
 
 def test_the_admission_is_in_the_state_from_its_decision_until_the_group_is_seen_whole() -> None:

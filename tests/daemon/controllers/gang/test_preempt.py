@@ -1,0 +1,250 @@
+"""Gang preemption (KEP-5710): the victim order, the reverse pass, disruption modes, and the
+reconciler's two decisions (mark, then delete) with the room held for the preemptor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from daemon.controllers.gang.preempt import Unit, group_unit, importance, pod_unit, reprieve
+from daemon.controllers.gang.spec import GangSpecError, evicted_whole
+from events.intents import Patch
+from tests.daemon.controllers.gang_builders import (
+    CLUSTER,
+    GPU,
+    NS,
+    RACK,
+    T0,
+    binds,
+    deletes,
+    key,
+    member,
+    members,
+    nodes,
+    podgroup,
+    running,
+    status_conditions,
+)
+from tests.daemon.controllers.world import GangWorld
+
+SCHEDULED = "PodGroupScheduled"
+
+
+def unit(name: str, priority: int, pods: int = 1, *, grouped: bool = False, at: int = 0) -> Unit:
+    found = tuple(running(f"{name}-{i}", "n", 1, priority) for i in range(pods))
+    return Unit(name=name, priority=priority, grouped=grouped, pods=found, started=T0 + at)
+
+
+# -- the pure part ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("units", "most_important_first"),
+    [
+        ([unit("low", 1), unit("high", 9)], ["high", "low"]),
+        ([unit("plain", 5), unit("grouped", 5, grouped=True)], ["grouped", "plain"]),
+        ([unit("young", 5, at=9), unit("old", 5, at=1)], ["old", "young"]),
+        ([unit("small", 5, 2, grouped=True), unit("big", 5, 4, grouped=True)], ["big", "small"]),
+        (
+            [unit("g-young", 5, 3, grouped=True, at=9), unit("g-old", 5, 3, grouped=True, at=1)],
+            ["g-old", "g-young"],
+        ),
+    ],
+)
+def test_the_importance_order(units: list[Unit], most_important_first: list[str]) -> None:
+    assert [u.name for u in sorted(units, key=importance)] == most_important_first
+
+
+@pytest.mark.parametrize(
+    ("mode", "whole"),
+    [
+        (None, False),
+        ({"single": {}}, False),
+        ({"all": {}}, True),
+        ("Pod", False),
+        ("PodGroup", True),
+    ],
+)
+def test_disruption_modes_of_both_versions(mode: Any, whole: bool) -> None:
+    spec = {} if mode is None else {"disruptionMode": mode}
+    assert evicted_whole(spec, "g") is whole
+
+
+@pytest.mark.parametrize("mode", ["All", {"every": {}}, {"single": {}, "all": {}}, 3])
+def test_an_unknown_disruption_mode_is_named(mode: Any) -> None:
+    with pytest.raises(GangSpecError, match=r"g: spec.disruptionMode: expected"):
+        evicted_whole({"disruptionMode": mode}, "g")
+
+
+def _on(node: str, name: str, gpus: int, priority: int) -> Unit:
+    return pod_unit(running(name, node, gpus, priority))
+
+
+@pytest.mark.parametrize(
+    ("candidates", "slack", "victims"),
+    [
+        # Off the gang's nodes: spared without a check.
+        ([_on("far", "a", 8, 1)], {"n1": {GPU: 0}}, []),
+        # On its node, no room left: a victim.
+        ([_on("n1", "a", 8, 1)], {"n1": {GPU: 4}}, ["Pod ns/a"]),
+        # Room for one of two: the more important (higher priority) is spared.
+        ([_on("n1", "lo", 4, 1), _on("n1", "hi", 4, 2)], {"n1": {GPU: 4}}, ["Pod ns/lo"]),
+        # Victims come out least important first.
+        (
+            [_on("n1", "b", 4, 2), _on("n1", "a", 4, 1), _on("n1", "c", 4, 3)],
+            {"n1": {GPU: 4}},
+            ["Pod ns/a", "Pod ns/b"],
+        ),
+        # A group is put back whole or not at all: one of its pods lacks room.
+        (
+            [
+                group_unit(
+                    NS,
+                    "g",
+                    1,
+                    [running("g-0", "n1", 4, 1, "g"), running("g-1", "n2", 4, 1, "g")],
+                )
+            ],
+            {"n1": {GPU: 4}, "n2": {GPU: 0}},
+            ["PodGroup ns/g"],
+        ),
+    ],
+)
+def test_the_reverse_pass(
+    candidates: list[Unit], slack: dict[str, dict[str, int]], victims: list[str]
+) -> None:
+    found, spared = reprieve(candidates, slack)
+    assert [u.name for u in found] == victims
+    assert len(found) + len(spared) == len(candidates)
+
+
+# -- the reconciler -----------------------------------------------------------------------------
+
+
+def full_world(priorities: dict[str, int], **group: Any) -> GangWorld:
+    """Two racks of two 8-GPU hosts, every host taken by one plain pod of the priority named
+    for it, and a waiting gang ``hi`` of two 8-GPU members that wants one rack."""
+    world = GangWorld(nodes())
+    world.add(*(running(f"on-{n}", n, 8, p) for n, p in priorities.items()))
+    spec: dict[str, Any] = {"priority": 100, "topology_key": RACK, **group}
+    world.add(podgroup("hi", 2, **spec), *members("hi", 2, gpus=8))
+    return world
+
+
+PRIORITIES = {"b0-r0-h0": 1, "b0-r0-h1": 2, "b0-r1-h0": 3, "b0-r1-h1": 50}
+
+
+def _pod_patches(decision: Any) -> dict[str, dict[str, Any]]:
+    return {
+        i.name: i.patch["status"]
+        for i in decision.intents
+        if isinstance(i, Patch) and i.kind == "Pod" and isinstance(i.patch, dict)
+    }
+
+
+def test_a_gang_preempts_the_lightest_rack_and_spares_the_rest() -> None:
+    world = full_world(PRIORITIES)
+    decision = world.decide(key("hi"))
+    assert decision is not None
+    assert not binds(decision)
+    assert not deletes(decision)
+    patches = _pod_patches(decision)
+    marked = {n for n, s in patches.items() if "conditions" in s}
+    assert marked == {"on-b0-r0-h0", "on-b0-r0-h1"}, "rack 0 weighs 3, rack 1 weighs 53"
+    condition = patches["on-b0-r0-h0"]["conditions"][0]
+    assert (condition["type"], condition["reason"]) == ("DisruptionTarget", "PreemptionByScheduler")
+    assert condition["message"] == (
+        "kbatchd: preempting to accommodate a higher priority podgroup ns/hi"
+    )
+    nominated = {n: s["nominatedNodeName"] for n, s in patches.items() if "nominatedNodeName" in s}
+    assert {world.rack_of(node) for node in nominated.values()} == {"b0-r0"}
+    assert set(nominated) == {"hi-00", "hi-01"}
+    written = status_conditions(decision, "hi")[SCHEDULED]
+    assert (written["status"], written["reason"]) == ("False", "Unschedulable")
+    assert written["message"].startswith("WaitingForPreemption:")
+    assert decision.reason.startswith(
+        "Preempting: ns/hi (priority 100) evicts 2 victim(s), 2 pod(s)"
+    )
+    assert "2 lower-priority unit(s) spared" in decision.reason
+
+
+def test_then_it_deletes_the_marked_victims_and_is_bound_once_they_are_gone() -> None:
+    world = full_world(PRIORITIES)
+    world.run(key("hi"))
+    second = world.run(key("hi"))
+    assert deletes(second) == ["on-b0-r0-h0", "on-b0-r0-h1"]
+    assert second is not None
+    assert second.reason.startswith("WaitingForPreemption:")
+    third = world.run(key("hi"))
+    assert set(binds(third).values()) == {"b0-r0-h0", "b0-r0-h1"}
+    assert world.condition("hi")["status"] == "True"
+    assert f"{CLUSTER}/{NS}/on-b0-r1-h1" in world.state.pods, "spared"
+
+
+def test_no_third_gang_takes_the_room_a_preemption_freed() -> None:
+    world = full_world(PRIORITIES)
+    world.run(key("hi"))
+    world.run(key("hi"))  # the victims are deleted; the kubelet stops them at once
+    world.add(podgroup("third", 2), *members("third", 2, gpus=8))
+    third = world.run(key("third"))
+    assert third is not None
+    assert not binds(third), "the freed rack is held for hi"
+    assert set(binds(world.run(key("hi"))).values()) == {"b0-r0-h0", "b0-r0-h1"}
+
+
+@pytest.mark.parametrize(
+    ("group", "why"),
+    [
+        ({"priority": 1}, "nothing of lower priority than 1 makes room"),
+        ({"preemption": "Never"}, "preemptionPolicy Never"),
+    ],
+)
+def test_no_preemption(group: dict[str, Any], why: str) -> None:
+    world = full_world({n: 1 for n in PRIORITIES}, **group)
+    decision = world.decide(key("hi"))
+    assert decision is not None
+    assert not _pod_patches(decision), why
+    assert status_conditions(decision, "hi")[SCHEDULED]["message"].startswith(
+        ("TopologyPlacementFailed", "InsufficientRoom")
+    )
+
+
+def test_a_group_that_is_disrupted_whole_is_evicted_whole_and_requeued() -> None:
+    world = GangWorld(nodes())
+    # ``lo`` holds rack 0 and one host of rack 1; ``hi`` needs one whole rack.
+    lo = podgroup("lo", 3, disruption={"all": {}}, priority=5)
+    lo_pods = [
+        running("lo-0", "b0-r0-h0", 8, 5, "lo"),
+        running("lo-1", "b0-r0-h1", 8, 5, "lo"),
+        running("lo-2", "b0-r1-h0", 8, 5, "lo"),
+    ]
+    admitted = [{"type": SCHEDULED, "status": "True", "reason": "Scheduled", "message": ""}]
+    lo = msgspec.structs.replace(lo, status={"conditions": admitted})
+    world.add(lo, *lo_pods, running("plain", "b0-r1-h1", 8, 50))
+    world.add(podgroup("hi", 2, priority=100, topology_key=RACK), *members("hi", 2, gpus=8))
+    decision = world.run(key("hi"))
+    marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
+    assert marked == {"lo-0", "lo-1", "lo-2"}, "all of lo, though rack 0 is enough"
+    victim = world.run(key("lo"))
+    assert victim is not None
+    assert victim.reason.startswith("Preempted:")
+    requeued = world.condition("lo")
+    assert (requeued["status"], requeued["reason"]) == ("False", "Unschedulable")
+    assert f"{CLUSTER}/{NS}/lo" in {k for *_, k in world.state.waiting_gangs[CLUSTER]}
+
+
+def test_a_pod_of_a_single_mode_group_goes_alone() -> None:
+    world = GangWorld(nodes("blocks=1,racks=1,hosts=2,gpus=8"))
+    lo = podgroup("lo", 1, priority=5)
+    world.add(
+        lo,
+        running("lo-0", "b0-r0-h0", 8, 5, "lo"),
+        running("lo-1", "b0-r0-h1", 8, 5, "lo"),
+        podgroup("hi", 1, priority=100),
+        member("hi-00", "hi", gpus=8),
+    )
+    decision = world.decide(key("hi"))
+    marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
+    assert len(marked) == 1
