@@ -1,5 +1,6 @@
 """Which waiting gangs a released room wakes: the cluster's queue key, expanded once per pass
-into its waiting groups, oldest first, as many as the free room can hold."""
+into its waiting groups, highest priority then oldest first, as many as the free room can
+hold."""
 
 from __future__ import annotations
 
@@ -36,14 +37,17 @@ WAITING = [
 QUEUE_KEY = f"{QUEUE}/{CLUSTER}"
 
 
-def waiting_world(free: int, groups: list[tuple[str, int, int]]) -> GangWorld:
+def waiting_world(
+    free: int, groups: list[tuple[str, int, int]], priorities: dict[str, int] | None = None
+) -> GangWorld:
     """One host of 8 GPUs with `free` of them free; `groups` are (name, pods of one GPU, age
-    order) waiting for room."""
+    order) waiting for room, at the priorities named (else 0)."""
     world = GangWorld(nodes("blocks=1,racks=1,hosts=1,gpus=8"))
     if free < 8:
         world.add(blocker("taken", "b0-r0-h0", 8 - free))
     for name, pods, order in groups:
-        group = podgroup(name, pods, conditions=WAITING)
+        priority = (priorities or {}).get(name)
+        group = podgroup(name, pods, conditions=WAITING, priority=priority)
         world.add(msgspec.structs.replace(group, created=T0 + order * SECOND), *members(name, pods))
     return world
 
@@ -67,6 +71,26 @@ def test_the_queue_releases_the_oldest_groups_the_room_can_hold(
     free: int, groups: list[tuple[str, int, int]], expected: list[str]
 ) -> None:
     world = waiting_world(free, groups)
+    assert REC.release(world.state, QUEUE_KEY) == [key(name) for name in expected]
+
+
+@pytest.mark.parametrize(
+    ("free", "priorities", "expected"),
+    [
+        # The room goes to the highest priority that fits, not to the oldest.
+        (4, {"young": 10}, ["young"]),
+        (4, {"old": 10}, ["old"]),
+        # A higher priority the room cannot hold is passed over.
+        (2, {"young": 10}, ["old"]),
+        # Equal priorities: oldest first.
+        (4, {"old": 10, "young": 10}, ["old"]),
+    ],
+)
+def test_the_queue_releases_by_priority_then_age(
+    free: int, priorities: dict[str, int], expected: list[str]
+) -> None:
+    young_size = 4 if free == 2 else 3
+    world = waiting_world(free, [("old", 2, 0), ("young", young_size, 1)], priorities)
     assert REC.release(world.state, QUEUE_KEY) == [key(name) for name in expected]
 
 
