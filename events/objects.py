@@ -164,7 +164,24 @@ class Service(KObject, frozen=True, tag="Service"):
     status: dict[str, Any] = {}
 
 
-SlimObject = Pod | Node | Job | JobSet | Workload | PodGroup | PersistentVolumeClaim | Service
+class CompositePodGroup(KObject, frozen=True, tag="CompositePodGroup"):
+    """``scheduling.k8s.io/v1alpha3`` (Kubernetes 1.37, KEP-6012): a group of PodGroups."""
+
+    spec: dict[str, Any] = {}
+    status: dict[str, Any] = {}
+
+
+SlimObject = (
+    Pod
+    | Node
+    | Job
+    | JobSet
+    | Workload
+    | PodGroup
+    | PersistentVolumeClaim
+    | Service
+    | CompositePodGroup
+)
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
@@ -179,7 +196,17 @@ POD_ORDINAL_ANNOTATION: Final = "kbatchd.dev/pod-ordinal"
 
 KINDS: Final[dict[str, type[KObject]]] = {
     cls.__name__: cls
-    for cls in (Pod, Node, Job, JobSet, Workload, PodGroup, PersistentVolumeClaim, Service)
+    for cls in (
+        Pod,
+        Node,
+        Job,
+        JobSet,
+        Workload,
+        PodGroup,
+        PersistentVolumeClaim,
+        Service,
+        CompositePodGroup,
+    )
 }
 
 

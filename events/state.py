@@ -11,6 +11,7 @@ from typing import Final
 import msgspec
 
 from events.objects import (
+    CompositePodGroup,
     Job,
     JobSet,
     KObject,
@@ -79,6 +80,7 @@ class State(msgspec.Struct):
     jobsets: dict[str, JobSet] = {}
     workloads: dict[str, Workload] = {}
     podgroups: dict[str, PodGroup] = {}
+    compositepodgroups: dict[str, CompositePodGroup] = {}
     pvcs: dict[str, PersistentVolumeClaim] = {}
     services: dict[str, Service] = {}
     topology: Topology = msgspec.field(default_factory=Topology)
@@ -156,6 +158,7 @@ TABLES: Final = {
     "JobSet": "jobsets",
     "Workload": "workloads",
     "PodGroup": "podgroups",
+    "CompositePodGroup": "compositepodgroups",
     "PersistentVolumeClaim": "pvcs",
     "Service": "services",
 }

@@ -47,6 +47,11 @@ MISSING_HINTS: Final = {
     ),
 }
 MISSING_HINTS["PodGroup"] = MISSING_HINTS["Workload"]
+MISSING_HINTS["CompositePodGroup"] = (
+    "Kubernetes 1.37: turn on the CompositePodGroup feature gate with --runtime-config "
+    "scheduling.k8s.io/v1alpha3=true; JobSets that ask for a composite gang get per-Job "
+    "PodGroups meanwhile"
+)
 
 
 async def _get(api: KubeApi, path: str) -> Response:

@@ -49,6 +49,10 @@ CANDIDATES: Final[dict[str, tuple[Resource, ...]]] = {
         Resource("PodGroup", "scheduling.k8s.io", v, "podgroups", namespaced=True)
         for v in ("v1beta1", "v1alpha2")
     ),
+    # Kubernetes 1.37 only, alpha (KEP-6012).
+    "CompositePodGroup": (
+        Resource("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True),
+    ),
 }
 
 # Kind -> its resource where no discovery has been read (the simulated cluster's versions).

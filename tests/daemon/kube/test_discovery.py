@@ -94,6 +94,7 @@ CORE = {
                 **CORE,
                 "Workload": "scheduling.k8s.io/v1beta1",
                 "PodGroup": "scheduling.k8s.io/v1beta1",
+                "CompositePodGroup": "scheduling.k8s.io/v1alpha3",
             },
             id="1.37-no-jobset",
         ),
@@ -103,6 +104,7 @@ CORE = {
                 **CORE,
                 "Workload": "scheduling.k8s.io/v1beta1",
                 "PodGroup": "scheduling.k8s.io/v1beta1",
+                "CompositePodGroup": "scheduling.k8s.io/v1alpha3",
             },
             id="both-versions-newest-wins",
         ),
@@ -130,6 +132,7 @@ async def test_each_group_version_is_asked_once() -> None:
     assert sorted(api.paths) == [
         "/apis",
         "/apis/jobset.x-k8s.io/v1alpha2",
+        "/apis/scheduling.k8s.io/v1alpha3",
         "/apis/scheduling.k8s.io/v1beta1",
     ]
 
