@@ -40,11 +40,12 @@ def _error_reason(exc: Exception) -> str:
 
 
 def decide(
-    state: State, reconciler: Reconciler, key: str
+    state: State, reconciler: Reconciler, key: str, run: Pass | None = None
 ) -> tuple[Decided | None, Decision | None]:
-    """Run one reconciler on one key (`attempt`). The decision event is None when there is
+    """Run one reconciler on one key (`attempt`), in the pass `run` when given (the decisions
+    of one pass share its scheduling cycles). The decision event is None when there is
     nothing worth logging: no intents and the same reason as last time."""
-    decision, _ = attempt(state, reconciler, key)
+    decision, _ = (run or Pass(state)).attempt(reconciler, key)
     return _event(state, reconciler, key, decision), decision
 
 

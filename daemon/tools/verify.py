@@ -4,8 +4,9 @@ pure: same state in, same decision out.
 
 The daemon decides in passes: after folding a batch it runs the reconcilers over the dirty
 keys against that one state and appends all their decisions together. So a run of
-consecutive `Decided` events is one pass, and each of its decisions is recomputed against the
-state just before the run.
+consecutive `Decided` events is one pass, and its decisions are recomputed in order against
+the state just before the run, in one `Pass`: a scheduling cycle that admitted a gang earlier
+in the pass counts that gang's room as taken when it decides the next, as it did live.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from daemon.controllers.base import Reconciler
-from daemon.controllers.runner import decide
+from daemon.controllers.runner import Pass, decide
 from daemon.service import provenance
 from daemon.service.config import Settings
 from events.fold import fold
@@ -133,10 +134,11 @@ async def verify(
 
     async def flush() -> Divergence | None:
         nonlocal checked
+        run = Pass(state)
         for seq, recorded in pending:
             if seq >= from_seq:
                 checked += 1
-                problem = _check(state, by_name, seq, recorded)
+                problem = _check(state, by_name, seq, recorded, run)
                 if problem is not None:
                     problem.fed_by = await _fed_by(log, start, seq, recorded.key)
                     return problem
@@ -164,12 +166,12 @@ async def verify(
 
 
 def _check(
-    state: State, reconcilers: dict[str, Reconciler], seq: int, recorded: Decided
+    state: State, reconcilers: dict[str, Reconciler], seq: int, recorded: Decided, run: Pass
 ) -> Divergence | None:
     reconciler = reconcilers.get(recorded.reconciler)
     if reconciler is None:
         return Divergence(seq, recorded.reconciler, recorded.key, _summary(recorded), None, [])
-    event, _ = decide(state, reconciler, recorded.key)
+    event, _ = decide(state, reconciler, recorded.key, run)
     if event == recorded:
         return None
     want = _summary(recorded)

@@ -13,7 +13,7 @@ import pytest
 from daemon.cli import main
 from daemon.controllers.base import Decision, Reconciler
 from daemon.controllers.gang.settings import GangSettings
-from daemon.controllers.runner import decide
+from daemon.controllers.runner import decide, decide_all
 from daemon.service import provenance
 from daemon.service.config import Reconcilers, Settings
 from daemon.tools.verify import Run, first_difference, verify
@@ -22,6 +22,7 @@ from events.objects import Job
 from events.schema import Event, Observed, Started, Tick
 from events.state import State, empty_state, encode_state
 from events.store import EventLog
+from tests.daemon.controllers.gang_builders import REC, member, nodes, podgroup
 
 pytestmark = pytest.mark.anyio
 
@@ -234,3 +235,25 @@ def test_the_cli_says_which_rules_made_a_decision_that_diverges(
         assert f"decision rules {rules} (daemon started at seq 1)" in captured.out
         assert f"these are {provenance.rules_digest()}" in captured.out
     assert notes in captured.err
+
+
+async def test_two_gangs_decided_in_one_pass_are_reproduced_in_one_pass(tmp_path: Path) -> None:
+    """The second gang of a pass is placed around the first (the pass's scheduling cycle
+    counts the first's room as taken): verify recomputes the pass the same way."""
+    path = tmp_path / "log.db"
+    state = empty_state()
+    host = nodes("blocks=1,racks=1,hosts=2,gpus=8")
+    objects = [*host, podgroup("a", 1), member("a-0", "a", gpus=4)]
+    objects += [podgroup("b", 1), member("b-0", "b", gpus=8)]
+    async with EventLog.open(path) as log:
+        batch: list[Event] = [Observed(at=1, cluster="c1", change="ADDED", obj=o) for o in objects]
+        for seq, event in zip(await log.append(batch), batch, strict=True):
+            fold(state, seq, event)
+        verdicts = decide_all(state, [REC], ["PodGroup/c1/ns/a", "PodGroup/c1/ns/b"])
+        decisions: list[Event] = [v.event for v in verdicts if v.event is not None]
+        assert len(decisions) == 2
+        await log.append(decisions)
+    async with EventLog.open(path, readonly=True) as log:
+        result = await verify(log, [REC])
+    assert result.divergence is None, result.divergence
+    assert result.checked == 2
