@@ -42,6 +42,19 @@ class GroupTemplate(msgspec.Struct, frozen=True):
     priority_class_name: str | None = None
 
 
+class CompositeTemplate(msgspec.Struct, frozen=True):
+    """A CompositePodGroup template (Kubernetes 1.37, KEP-6012): a gang of PodGroups, one level
+    above them. Only v1beta1 and v1alpha3 Workloads hold one."""
+
+    name: str
+    # None: a basic group; else the gang's minGroupCount (child groups, not pods).
+    min_group_count: int | None
+    children: tuple[GroupTemplate, ...]
+    topology_key: str | None = None
+    disruption: Disruption | None = None
+    priority_class_name: str | None = None
+
+
 class OwnerRef(msgspec.Struct, frozen=True):
     api_version: str
     kind: str
@@ -129,25 +142,65 @@ def group_fields(version: str, template: GroupTemplate) -> dict[str, Any]:
     return fields
 
 
+def composite_fields(template: CompositeTemplate) -> dict[str, Any]:
+    """The fields a composite template and the CompositePodGroups made from it share."""
+    count = template.min_group_count
+    fields: dict[str, Any] = {
+        "schedulingPolicy": {"basic": {}} if count is None else {"gang": {"minGroupCount": count}}
+    }
+    if template.topology_key is not None:
+        fields["schedulingConstraints"] = {"topology": [{"key": template.topology_key}]}
+    if template.disruption is not None:
+        fields["disruptionMode"] = {template.disruption: {}}
+    if template.priority_class_name is not None:
+        fields["priorityClassName"] = template.priority_class_name
+    return fields
+
+
 def workload_body(
     version: str,
     controller: tuple[str, str, str],
     templates: list[GroupTemplate],
     owner: OwnerRef,
     annotations: dict[str, str] | None = None,
+    composites: tuple[CompositeTemplate, ...] = (),
 ) -> dict[str, Any]:
-    """A Workload whose ``spec.controllerRef`` is `controller` (API group, kind, name)."""
+    """A Workload whose ``spec.controllerRef`` is `controller` (API group, kind, name), with
+    `templates` at its top level and `composites` (not in v1alpha2) holding theirs."""
     group, kind, name = controller
     metadata: dict[str, Any] = {"ownerReferences": [owner.body()]}
     if annotations:
         metadata["annotations"] = dict(annotations)
+    spec: dict[str, Any] = {"controllerRef": {"apiGroup": group, "kind": kind, "name": name}}
+    if templates:
+        spec["podGroupTemplates"] = [
+            {"name": t.name, **group_fields(version, t)} for t in templates
+        ]
+    if composites:
+        spec["compositePodGroupTemplates"] = [
+            {
+                "name": c.name,
+                **composite_fields(c),
+                "podGroupTemplates": [
+                    {"name": t.name, **group_fields(version, t)} for t in c.children
+                ],
+            }
+            for c in composites
+        ]
+    return {"apiVersion": version, "kind": "Workload", "metadata": metadata, "spec": spec}
+
+
+def composite_body(
+    workload: str, template: CompositeTemplate, owners: list[OwnerRef]
+) -> dict[str, Any]:
+    """A root CompositePodGroup made from `template` of `workload` (v1alpha3 only)."""
     return {
-        "apiVersion": version,
-        "kind": "Workload",
-        "metadata": metadata,
+        "apiVersion": V1ALPHA3,
+        "kind": "CompositePodGroup",
+        "metadata": {"ownerReferences": [o.body() for o in owners]},
         "spec": {
-            "controllerRef": {"apiGroup": group, "kind": kind, "name": name},
-            "podGroupTemplates": [{"name": t.name, **group_fields(version, t)} for t in templates],
+            "workloadRef": {"workloadName": workload, "templateName": template.name},
+            **composite_fields(template),
         },
     }
 
@@ -158,9 +211,11 @@ def podgroup_body(
     template: GroupTemplate,
     owners: list[OwnerRef],
     annotations: dict[str, str] | None = None,
+    parent: str | None = None,
 ) -> dict[str, Any]:
     """A PodGroup made from `template` of `workload`, its fields copied from the template (the
-    API keeps no link that would fill them in)."""
+    API keeps no link that would fill them in); a child of the CompositePodGroup `parent`
+    (not in v1alpha2)."""
     if version == V1ALPHA2:
         ref: dict[str, Any] = {
             "podGroupTemplateRef": {
@@ -172,6 +227,8 @@ def podgroup_body(
     metadata: dict[str, Any] = {"ownerReferences": [o.body() for o in owners]}
     if annotations:
         metadata["annotations"] = dict(annotations)
+    if parent is not None:
+        ref["parentCompositePodGroupName"] = parent
     return {
         "apiVersion": version,
         "kind": "PodGroup",

@@ -272,6 +272,17 @@ def _podgroup_observed(state: State, change: Change, dirty: Dirty | None) -> Non
         dirty_workload(change.cluster, change.obj, dirty)
 
 
+def _composite_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    """A CompositePodGroup's Workload decides for its child groups: it may admit them now."""
+    if dirty is None:
+        return
+    group = change.obj
+    ref: Any = group.spec.get("workloadRef")
+    name = ref.get("workloadName") if isinstance(ref, dict) else None
+    if isinstance(name, str) and name:
+        dirty.add(f"Workload/{change.cluster}/{group.namespace}/{name}")
+
+
 def _restored(state: State) -> None:
     if state.podgroups and not state.workload_groups:
         index_workload_groups(state)  # a snapshot from before the index
@@ -286,7 +297,12 @@ def _restored(state: State) -> None:
 
 
 FOLD: Final = FoldHooks(
-    observed={"Pod": _pod_observed, "Node": _node_observed, "PodGroup": _podgroup_observed},
+    observed={
+        "Pod": _pod_observed,
+        "Node": _node_observed,
+        "PodGroup": _podgroup_observed,
+        "CompositePodGroup": _composite_observed,
+    },
     decided=admission_decided,
     restored=_restored,
 )

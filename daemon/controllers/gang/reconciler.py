@@ -71,10 +71,8 @@ from daemon.controllers.gang.projection import (
     workload_name,
 )
 from daemon.controllers.gang.spec import (
-    DEFAULT_LEADER_TEMPLATE,
     EVICTIONS,
     LEADER_LOST,
-    LEADER_TEMPLATE,
     LIMIT_EXCEEDED,
     NOT_ENOUGH_MEMBERS,
     PODS_READY,
@@ -87,9 +85,11 @@ from daemon.controllers.gang.spec import (
     STARTED,
     UNSCHEDULABLE,
     WAIT_FOR_START,
+    CompositeSpec,
     GangSpecError,
     GroupSpec,
     Members,
+    composite_spec,
     conditions_of,
     evicted_whole,
     group_spec,
@@ -98,6 +98,7 @@ from daemon.controllers.gang.spec import (
     template_names,
     topology_request,
 )
+from daemon.controllers.labels import DEFAULT_LEADER_TEMPLATE, LEADER_TEMPLATE
 from events.intents import Bind, Delete, Intent, Patch
 from events.objects import Pod, PodGroup, Workload, rfc3339
 from events.quantity import format_units
@@ -559,11 +560,12 @@ class GangReconciler:
         return _Group(spec, found)
 
     def _coordinated(self, workload: Workload) -> bool:
-        if ROLE_RATIO in workload.annotations:
+        if ROLE_RATIO in workload.annotations or _composite(workload):
             return True
         templates = template_names(workload)
+        # An empty annotation: no leader (a JobSet's Workload without its composite).
         leader = workload.annotations.get(LEADER_TEMPLATE, DEFAULT_LEADER_TEMPLATE)
-        return leader in templates and len(templates) > 1
+        return bool(leader) and leader in templates and len(templates) > 1
 
     # -- a PodGroup on its own --------------------------------------------------------------
 
@@ -603,10 +605,11 @@ class GangReconciler:
         *,
         blocked: str | None = None,
         leader: tuple[str, Sequence[Pod]] | None = None,
+        within: Restrict = (),
     ) -> bool:
         """Decide one group into `step`. `blocked` keeps it from being admitted (why);
-        `leader` is a (required level, bound pods) whose domain it must join at that level.
-        Returns whether the group was evicted."""
+        `leader` is a (required level, bound pods) whose domain it must join at that level;
+        `within` a domain it must be placed in. Returns whether the group was evicted."""
         spec, found = group.spec, group.members
         if group.error is not None:
             self._invalid(step, spec, group.error)
@@ -642,13 +645,13 @@ class GangReconciler:
             return False
         slots: Slots | str = []
         if found.pending:
-            slots = self._place(view, levels, group, leader)
+            slots = self._place(view, levels, group, leader, within)
         if isinstance(slots, str):
             if slots.startswith(INVALID):
                 self._invalid(step, spec, slots[len(INVALID) :].strip())
                 return False
             if (
-                leader is None
+                not (leader or within)
                 and slots.startswith(ROOM_REASONS)
                 and self._preempt(step, view, levels, group)
             ):
@@ -1088,6 +1091,18 @@ class GangReconciler:
         interrupted = self._interrupted(state, groups)
         if interrupted:
             self._resume(step, view, interrupted)
+        elif _composite(workload):
+            by_parent: dict[str | None, list[_Group]] = {}
+            for group in groups:
+                by_parent.setdefault(group.spec.parent, []).append(group)
+            for parent, children in sorted(by_parent.items(), key=lambda i: i[0] or ""):
+                if parent is None:
+                    for group in children:
+                        start = len(step.reasons)
+                        self._one(step, view, levels, group)
+                        step.named(group.spec.name, start)
+                else:
+                    self._tree(step, view, levels, workload, parent, children)
         elif ROLE_RATIO in workload.annotations:
             self._ratio(step, view, levels, workload, groups)
         else:
@@ -1153,6 +1168,189 @@ class GangReconciler:
             step.named(group.spec.name, start)
         if not leaders:
             step.reason(f"WaitingForLeader: no {template} group of Workload {workload.name} yet")
+
+    # -- composite groups (KEP-6012) ---------------------------------------------------------
+
+    def _tree(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        workload: Workload,
+        parent: str,
+        children: list[_Group],
+    ) -> None:
+        """The child groups of one CompositePodGroup: admitted together (at least
+        ``minGroupCount`` of them, each whole), all inside one domain of its topology level,
+        each inside one of its own; the leader template's groups are bound first and the
+        others once the leaders run, their room held for them meanwhile."""
+        state = view.state
+        namespace = workload.namespace
+        found = state.compositepodgroups.get(f"{view.cluster}/{namespace}/{parent}")
+        if found is None:
+            step.reason(f"WaitingForParent: CompositePodGroup {namespace}/{parent} not seen")
+            since = min(state.podgroups[g.spec.key].created for g in children)
+            step.wake(retry_at(since, step.now, self.retry_first_ms, self.retry_max_ms))
+            return
+        try:
+            composite = composite_spec(found)
+        except GangSpecError as exc:
+            for group in children:
+                self._invalid(step, group.spec, str(exc))
+            return
+        template = workload.annotations.get(LEADER_TEMPLATE, DEFAULT_LEADER_TEMPLATE)
+        ordered = sorted(children, key=lambda g: (g.spec.template != template, g.spec.name))
+        leaders = [g for g in ordered if g.spec.template == template]
+        if composite.min_group_count is None or any(g.spec.admitted for g in ordered):
+            self._tree_started(step, view, levels, composite, ordered, leaders)
+            return
+        self._tree_admit(step, view, levels, composite, ordered, leaders)
+
+    def _tree_admit(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        composite: CompositeSpec,
+        ordered: list[_Group],
+        leaders: list[_Group],
+    ) -> None:
+        """A tree none of whose groups is admitted yet: all at once or none."""
+        name = composite.name
+        wanted = composite.min_group_count or len(ordered)
+        ready = [
+            g
+            for g in ordered
+            if g.error is None
+            and g.members.count >= g.spec.min_count
+            and g.members.pending
+            and not any(preempt.leaving(p) for p in g.members.bound)
+        ]
+        for group in ordered:
+            if group.error is not None:
+                self._invalid(step, group.spec, group.error)
+        if len(ready) < wanted:
+            message = (
+                f"{NOT_ENOUGH_MEMBERS} waiting for minGroupCount {wanted} group(s) of "
+                f"CompositePodGroup {name} to have their pods"
+            )
+            for group in ordered:
+                if group.error is None:
+                    step.condition(group.spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+            step.reason(f"{message} ({len(ready)} have)")
+            return
+        plan, why = self._tree_plan(view, levels, composite, ready)
+        if plan is None:
+            message = f"CompositeUnschedulable: CompositePodGroup {name}: {why}"
+            for group in ready:
+                self._unschedulable(step, group.spec, message, step.now)
+            return
+        pods = sum(len(slots) for _, slots in plan)
+        summary = f"Admitted: CompositePodGroup {name}: {len(plan)} group(s), {pods} pod(s)"
+        first = [g for g, _ in plan if g in leaders]
+        if not first:
+            step.reason(summary)
+            for group, slots in plan:
+                self._admit(step, view, group.spec, slots, group.members.bound)
+            return
+        step.reason(
+            f"{summary} placed; the leader group(s) bound first, {len(plan) - len(first)} "
+            f"group(s) hold their room"
+        )
+        for group, slots in plan:
+            if group in leaders:
+                self._admit(step, view, group.spec, slots, group.members.bound)
+                continue
+            # Bound once the leaders run; the room stays theirs meanwhile.
+            view.assume(slots)
+            self._nominate(step, group.spec.cluster, slots)
+            step.condition(
+                group.spec,
+                SCHEDULED,
+                "False",
+                UNSCHEDULABLE,
+                f"WaitingForLeader: the leader group(s) of CompositePodGroup {name} must be "
+                f"Running first",
+            )
+
+    def _tree_plan(
+        self,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        composite: CompositeSpec,
+        ready: list[_Group],
+    ) -> tuple[list[tuple[_Group, Slots]] | None, str]:
+        """Where every ready group goes, in one domain of the composite's level (the first,
+        by name, that holds them all: upstream places the children greedily, in order, without
+        backtracking), or why nowhere does."""
+        level = composite.topology_key
+        configured = view.state.topology.levels
+        domains: list[tuple[str, ...]] = [()]
+        if level is not None:
+            need = demand([p for g in ready for p in g.members.pending])
+            rooms = view.room(level)
+            domains = sorted(d for d, room in rooms.items() if fits(need, room))
+            if not domains:
+                return None, f"no {level} has room for its {len(ready)} group(s)"
+        why = ""
+        for domain in domains:
+            within = _restrict(configured, level, domain) if level is not None else ()
+            trial = view.copy()
+            plan: list[tuple[_Group, Slots]] = []
+            for group in ready:
+                slots = self._place(trial, levels, group, within=within)
+                if isinstance(slots, str):
+                    where = ",".join(domain) or "the cluster"
+                    why = f"group {group.spec.name} does not fit in {where}: {slots}"
+                    break
+                trial.assume(slots)
+                plan.append((group, slots))
+            else:
+                return plan, ""
+        return None, why
+
+    def _tree_started(
+        self,
+        step: _Step,
+        view: ClusterView,
+        levels: tuple[str, ...],
+        composite: CompositeSpec,
+        ordered: list[_Group],
+        leaders: list[_Group],
+    ) -> None:
+        """A tree already admitted (or a basic one): each group as on its own, the ones still
+        waiting inside the domain the admitted ones occupy at the composite's level, and the
+        workers only once the leaders run."""
+        level = composite.topology_key
+        configured = view.state.topology.levels
+        within: Restrict = ()
+        if level is not None:
+            for group in ordered:
+                for pod in group.members.bound:
+                    labels = view.labels_of(pod.node_name)
+                    domain = domain_of(labels, configured, level) if labels else None
+                    if domain is not None:
+                        within = _restrict(configured, level, domain)
+                        break
+                if within:
+                    break
+        running = all(
+            g.spec.admitted and g.members.bound and g.members.running() >= g.spec.min_count
+            for g in leaders
+        )
+        blocked = (
+            None
+            if running
+            else f"WaitingForLeader: the leader group(s) of CompositePodGroup {composite.name} "
+            f"must be Running first"
+        )
+        for group in ordered:
+            start = len(step.reasons)
+            if group.spec.admitted or group in leaders:
+                self._one(step, view, levels, group, within=within)
+            else:
+                self._one(step, view, levels, group, blocked=blocked, within=within)
+            step.named(group.spec.name, start)
 
     def _required(self, group: _Group) -> str | None:
         """The level a group requires all its members in, None when none (or unreadable)."""
@@ -1338,6 +1536,18 @@ class GangReconciler:
         if not keys:
             return None, None
         return min(keys, key=levels.index), None
+
+
+def _composite(workload: Workload) -> bool:
+    """Whether the Workload's groups hang under CompositePodGroups (KEP-6012)."""
+    return bool(workload.spec.get("compositePodGroupTemplates"))
+
+
+def _restrict(configured: tuple[str, ...], level: str, domain: tuple[str, ...]) -> Restrict:
+    """The labels a placement is confined to for one domain of `level` (`domain_of`'s
+    values, from the widest configured level down)."""
+    keys = configured[: configured.index(level) + 1] if level in configured else (level,)
+    return tuple(sorted(zip(keys, domain, strict=True)))
 
 
 def _whole(podgroup: PodGroup) -> bool:

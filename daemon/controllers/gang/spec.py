@@ -15,7 +15,14 @@ from typing import Any, Final
 import msgspec
 
 from daemon.controllers.gang.projection import group_priority, workload_ref
-from events.objects import ObjectError, Pod, PodGroup, Workload, timestamp_ms
+from events.objects import (
+    CompositePodGroup,
+    ObjectError,
+    Pod,
+    PodGroup,
+    Workload,
+    timestamp_ms,
+)
 
 SCHEDULED: Final = "PodGroupScheduled"
 PODS_READY: Final = "PodsReady"
@@ -36,8 +43,6 @@ WAIT_FOR_START: Final = "WaitForStart"
 EVICTIONS: Final = "kbatchd.dev/evictions"
 ROLE_RATIO: Final = "kbatchd.dev/role-ratio"
 ROLE_RATIO_TOPOLOGY: Final = "kbatchd.dev/role-ratio-topology"
-LEADER_TEMPLATE: Final = "kbatchd.dev/leader-template"
-DEFAULT_LEADER_TEMPLATE: Final = "leader"
 
 # Kueue's pod set annotations, read from the member pods (they carry their template's).
 KUEUE_REQUIRED: Final = "kueue.x-k8s.io/podset-required-topology"
@@ -116,6 +121,8 @@ class GroupSpec(msgspec.Struct, frozen=True):
     evicted_whole: bool = False
     # ``spec.preemptionPolicy`` is not ``Never``.
     preempts: bool = True
+    # ``spec.parentCompositePodGroupName``: the CompositePodGroup it is a child of (1.37).
+    parent: str | None = None
 
     @property
     def key(self) -> str:
@@ -165,44 +172,81 @@ def evicted_whole(spec: Mapping[str, Any], where: str) -> bool:
     )
 
 
-def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
-    where = f"PodGroup {group.namespace}/{group.name}"
-    spec = group.spec
+def _policy_count(spec: Mapping[str, Any], field: str, where: str) -> int | None:
+    """``spec.schedulingPolicy``: the gang's `field` (minCount, minGroupCount), None for a
+    basic policy."""
     policy = spec.get("schedulingPolicy")
     if not isinstance(policy, dict) or not (("gang" in policy) ^ ("basic" in policy)):
         raise GangSpecError(
             f"{where}: spec.schedulingPolicy: exactly one of basic or gang is required, "
             f"got {policy!r}"
         )
-    if "gang" in policy:
-        gang = policy["gang"]
-        if not isinstance(gang, dict):
-            raise GangSpecError(f"{where}: spec.schedulingPolicy.gang: expected an object")
-        min_count = _count(gang.get("minCount"), f"{where}: spec.schedulingPolicy.gang.minCount")
-    else:
-        # A basic group has no quorum: whatever members exist are placed together.
-        min_count = 1
-    topology_key: str | None = None
+    if "basic" in policy:
+        return None
+    gang = policy["gang"]
+    if not isinstance(gang, dict):
+        raise GangSpecError(f"{where}: spec.schedulingPolicy.gang: expected an object")
+    return _count(gang.get(field), f"{where}: spec.schedulingPolicy.gang.{field}")
+
+
+def _topology_key(spec: Mapping[str, Any], where: str) -> str | None:
+    """``spec.schedulingConstraints.topology[0].key``, if any."""
     constraints = spec.get("schedulingConstraints")
-    if constraints is not None:
-        topology = constraints.get("topology") if isinstance(constraints, dict) else constraints
-        if topology is not None:
-            if not isinstance(topology, list) or len(topology) > 1:
-                raise GangSpecError(
-                    f"{where}: spec.schedulingConstraints.topology: at most one item, "
-                    f"got {topology!r}"
-                )
-            if topology:
-                key = topology[0].get("key") if isinstance(topology[0], dict) else None
-                if not isinstance(key, str) or not key:
-                    raise GangSpecError(
-                        f"{where}: spec.schedulingConstraints.topology[0].key: a node label "
-                        f"key is required, got {key!r}"
-                    )
-                topology_key = key
+    if constraints is None:
+        return None
+    topology = constraints.get("topology") if isinstance(constraints, dict) else constraints
+    if topology is None:
+        return None
+    if not isinstance(topology, list) or len(topology) > 1:
+        raise GangSpecError(
+            f"{where}: spec.schedulingConstraints.topology: at most one item, got {topology!r}"
+        )
+    if not topology:
+        return None
+    key = topology[0].get("key") if isinstance(topology[0], dict) else None
+    if not isinstance(key, str) or not key:
+        raise GangSpecError(
+            f"{where}: spec.schedulingConstraints.topology[0].key: a node label key is "
+            f"required, got {key!r}"
+        )
+    return key
+
+
+class CompositeSpec(msgspec.Struct, frozen=True):
+    """A CompositePodGroup as gang admission reads it (KEP-6012): how many of its child groups
+    must be admitted together, and the level they all share."""
+
+    name: str
+    # None: a basic composite (its children are admitted on their own).
+    min_group_count: int | None
+    topology_key: str | None
+
+
+def composite_spec(group: CompositePodGroup) -> CompositeSpec:
+    where = f"CompositePodGroup {group.namespace}/{group.name}"
+    return CompositeSpec(
+        name=group.name,
+        min_group_count=_policy_count(group.spec, "minGroupCount", where),
+        topology_key=_topology_key(group.spec, where),
+    )
+
+
+def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
+    where = f"PodGroup {group.namespace}/{group.name}"
+    spec = group.spec
+    policy = spec.get("schedulingPolicy")
+    counted = _policy_count(spec, "minCount", where)
+    # A basic group has no quorum: whatever members exist are placed together.
+    min_count = 1 if counted is None else counted
+    topology_key = _topology_key(spec, where)
+    parent = spec.get("parentCompositePodGroupName")
+    if parent is not None and (not isinstance(parent, str) or not parent):
+        raise GangSpecError(
+            f"{where}: spec.parentCompositePodGroupName: expected a name, got {parent!r}"
+        )
     workload, template = workload_ref(spec)
     whole = evicted_whole(spec, where)
-    if whole and "basic" in policy:
+    if whole and isinstance(policy, dict) and "basic" in policy:
         # Upstream's workload builder refuses it (KEP-5710); a 1.37 server may still store it.
         raise GangSpecError(f"{where}: spec.disruptionMode: all needs a gang policy, not basic")
     policy_name = spec.get("preemptionPolicy", "PreemptLowerPriority")
@@ -232,6 +276,7 @@ def group_spec(cluster: str, group: PodGroup) -> GroupSpec:
         priority=group_priority(group),
         evicted_whole=whole,
         preempts=policy_name != "Never",
+        parent=parent,
     )
 
 

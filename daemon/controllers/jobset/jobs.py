@@ -238,10 +238,16 @@ def _merged(base: Any, extra: dict[str, str]) -> dict[str, str]:
 
 
 def job_body(
-    view: JobSetView, rj: ReplicatedJob, index: int, job_restarts: int, job_manager: str
+    view: JobSetView,
+    rj: ReplicatedJob,
+    index: int,
+    job_restarts: int,
+    job_manager: str,
+    pod_group: str | None = None,
 ) -> dict[str, Any]:
     """upstream `constructJob`, with `spec.managedBy` naming kbatchd's Job controller so that
-    kbatchd runs the child (unless the template names another controller)."""
+    kbatchd runs the child (unless the template names another controller); its pods join
+    `pod_group` when given (`jobset.gangs`)."""
     name = job_name(view.name, rj.name, index)
     ids = identity(view, rj, index, job_restarts)
     notes = {**ids, **_exclusive(view, rj)}
@@ -262,6 +268,8 @@ def job_body(
         tolerations.append({"key": NO_SCHEDULE_TAINT, "operator": "Exists", "effect": "NoSchedule"})
         pod_spec["tolerations"] = tolerations
     add_volumes(view, pod_spec)
+    if pod_group is not None:
+        pod_spec["schedulingGroup"] = {"podGroupName": pod_group}
     spec["suspend"] = view.suspended
     spec.setdefault("managedBy", job_manager)
     return {

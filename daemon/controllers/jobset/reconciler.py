@@ -3,8 +3,9 @@
 `JobSetReconciler.decide` is one upstream JobSet `reconcile`, in upstream's order (spec B0):
 classify the child Jobs → per-replicatedJob counters → a finished JobSet only cleans up →
 delete the previous attempt's Jobs → failure policy (and stop) → success policy (and stop if
-complete) → headless Service → volume claims → create the Jobs that may start (dependsOn, InOrder,
-BlockingRecreate) → suspend or resume → in-place restart bookkeeping → one status write. All
+complete) → headless Service → volume claims → the gang's objects, when the JobSet asks for one
+(`gangs`) → create the Jobs that may start (dependsOn, InOrder, BlockingRecreate) → suspend or
+resume → in-place restart bookkeeping → one status write. All
 its writes go out as the intents of one decision, as upstream makes them in one reconcile; a
 write that must be seen before the next one (clearing a suspended Job's `startTime` before
 resuming it) is left to the next decision, which the runtime takes only once the first is
@@ -29,7 +30,7 @@ from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER as JOB_MANAGER
 from daemon.controllers.job.spec import managed_by
 from daemon.controllers.job.status import parse_time
-from daemon.controllers.jobset import failure, inplace, order
+from daemon.controllers.jobset import failure, gangs, inplace, order
 from daemon.controllers.jobset.jobs import Child, Children, classify, count, job_body
 from daemon.controllers.jobset.service import missing_service
 from daemon.controllers.jobset.spec import (
@@ -48,7 +49,7 @@ from daemon.controllers.jobset.status import StatusDraft
 from daemon.controllers.jobset.validation import validate
 from daemon.controllers.jobset.volumes import finished_scratch, missing_claims
 from events.intents import Create, Delete, Intent, Patch
-from events.objects import Job, JobSet, rfc3339
+from events.objects import Job, JobSet, KObject, rfc3339
 from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/jobset-controller"
@@ -93,7 +94,12 @@ class JobSetReconciler:
         problems = validate(name, view.spec)
         if problems:
             return _invalid(cluster, jobset, problems, now)
-        return _Sync(self, state, cluster, view, now).decide()
+        version, composite = gangs.served(state, cluster)
+        try:
+            gang = gangs.gang_of(view, version, composite) if version is not None else None
+        except JobSetSpecError as exc:
+            return _invalid(cluster, jobset, [("metadata.annotations", str(exc))], now)
+        return _Sync(self, state, cluster, view, now, gang).decide()
 
 
 def _invalid(cluster: str, jobset: JobSet, problems: list[tuple[str, str]], now: int) -> Decision:
@@ -134,9 +140,16 @@ class _Sync:
     """One reconcile of one valid, managed JobSet."""
 
     def __init__(
-        self, rec: JobSetReconciler, state: State, cluster: str, view: JobSetView, now: int
+        self,
+        rec: JobSetReconciler,
+        state: State,
+        cluster: str,
+        view: JobSetView,
+        now: int,
+        gang: gangs.SetGang | None = None,
     ) -> None:
         self.rec = rec
+        self.gang = gang
         self.state = state
         self.cluster = cluster
         self.view = view
@@ -174,7 +187,8 @@ class _Sync:
         if claims:
             self.intents += claims
             self.notes.append(f"creating {len(claims)} volume claim(s)")
-        self._create(children)
+        if self._gang_ready():
+            self._create(children)
         if view.suspended:
             self._suspend(children)
         else:
@@ -273,7 +287,12 @@ class _Sync:
         for child in creates:
             restarts = view.job_restarts(child.rj.name)
             attempt = restarts[child.index] if child.index < len(restarts) else 0
-            body = job_body(view, child.rj, child.index, attempt, self.rec.job_managed_by)
+            group = (
+                gangs.group_name(child.name, self.gang.attempt) if self.gang is not None else None
+            )
+            body = job_body(
+                view, child.rj, child.index, attempt, self.rec.job_managed_by, pod_group=group
+            )
             self.intents.append(Create(self.cluster, "Job", view.namespace, child.name, body=body))
         if creates:
             by_rj: dict[str, int] = {}
@@ -291,6 +310,71 @@ class _Sync:
                 f"control: {_names(children.foreign)}"
             )
         self.notes += steps.waiting
+
+    def _gang_ready(self) -> bool:
+        """Make the JobSet's gang objects (`jobset.gangs`) one step at a time; whether the
+        child Jobs may be created now (their groups exist or are made in this decision)."""
+        gang, view, state, cluster = self.gang, self.view, self.state, self.cluster
+        if gang is None:
+            return True
+        ns = view.namespace
+        self._drop_previous_groups(gang)
+        workload = state.workloads.get(f"{cluster}/{ns}/{gang.workload}")
+        if workload is None:
+            body = gangs.workload_body_for(view, gang)
+            self.intents.append(Create(cluster, "Workload", ns, gang.workload, body=body))
+            self.head = f"GangObjects: creating Workload {gang.workload}"
+            return False
+        if not _controlled_by(workload, view.jobset.uid):
+            self.notes.append(f"ungrouped: Workload {gang.workload} is not this JobSet's")
+            self.gang = None
+            return True
+        parent = gang.parent
+        if parent is not None and f"{cluster}/{ns}/{parent}" not in state.compositepodgroups:
+            body = gangs.composite_body_for(view, gang, workload.uid)
+            self.intents.append(Create(cluster, "CompositePodGroup", ns, parent, body=body))
+            self.head = f"GangObjects: creating CompositePodGroup {parent}"
+            return False
+        missing = [
+            (rj, name)
+            for rj, name in gangs.groups_of(view, gang.attempt)
+            if f"{cluster}/{ns}/{name}" not in state.podgroups
+        ]
+        for rj, name in missing:
+            body = gangs.podgroup_body_for(view, gang, rj, workload.uid)
+            self.intents.append(Create(cluster, "PodGroup", ns, name, body=body))
+        if missing:
+            note = f"creating {len(missing)} PodGroup(s)"
+            if parent is None:
+                note += (
+                    "; CompositeUnavailable: the cluster serves no CompositePodGroup "
+                    "(scheduling.k8s.io/v1alpha3), so each Job is a gang of its own and the "
+                    "set is not one"
+                )
+            else:
+                note += f" under CompositePodGroup {parent}"
+            self.notes.append(note)
+        return True
+
+    def _drop_previous_groups(self, gang: gangs.SetGang) -> None:
+        """The groups of the attempt before this one: the new attempt has its own."""
+        if gang.attempt == 0:
+            return
+        view, state, cluster, ns = self.view, self.state, self.cluster, self.view.namespace
+        uid = view.jobset.uid
+        doomed: list[tuple[str, str]] = []
+        for _, name in gangs.groups_of(view, gang.attempt - 1):
+            group = state.podgroups.get(f"{cluster}/{ns}/{name}")
+            if group is not None and group.deletion_ts is None and _controlled_by(group, uid):
+                doomed.append(("PodGroup", name))
+        parent = gangs.composite_name(gang.workload, gang.attempt - 1)
+        found = state.compositepodgroups.get(f"{cluster}/{ns}/{parent}")
+        if found is not None and found.deletion_ts is None and _controlled_by(found, uid):
+            doomed.append(("CompositePodGroup", parent))
+        for kind, name in doomed:
+            self.intents.append(Delete(cluster, kind, ns, name))
+        if doomed:
+            self.notes.append(f"deleting {len(doomed)} group(s) of attempt {gang.attempt - 1}")
 
     def _suspend(self, children: Children) -> None:
         running = [
@@ -365,6 +449,11 @@ class _Sync:
             return None
         head = self.head or ("Status: " + _summary(self.draft))
         return Decision("; ".join([head, *notes]), tuple(self.intents), self.requeue)
+
+
+def _controlled_by(obj: KObject, uid: str) -> bool:
+    owner = obj.controller
+    return owner is not None and owner.uid == uid
 
 
 def _summary(draft: StatusDraft) -> str:

@@ -11,7 +11,14 @@ from daemon.controllers.base import Decision
 from daemon.controllers.gang.reconciler import GangReconciler
 from daemon.sim import topology as sim_topology
 from events.intents import Bind, Delete, Patch
-from events.objects import Node, Pod, PodGroup, Workload, decode_object_dict
+from events.objects import (
+    CompositePodGroup,
+    Node,
+    Pod,
+    PodGroup,
+    Workload,
+    decode_object_dict,
+)
 from events.quantity import resource_map
 from events.topology import DEFAULT_LEVELS
 
@@ -60,7 +67,10 @@ def podgroup(
     priority: int | None = None,
     disruption: str | dict[str, Any] | None = None,
     preemption: str | None = None,
+    parent: str | None = None,
 ) -> PodGroup:
+    """A PodGroup; made from `workload`'s `template` (v1alpha2's reference, or v1beta1's when
+    it is the child of the CompositePodGroup `parent`)."""
     spec: dict[str, Any] = {
         "schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}
     }
@@ -73,7 +83,10 @@ def podgroup(
             spec[field] = value
     if topology_key is not None:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
-    if workload is not None:
+    if parent is not None:
+        spec["parentCompositePodGroupName"] = parent
+        spec["workloadRef"] = {"workloadName": workload, "templateName": template or name}
+    elif workload is not None:
         spec["podGroupTemplateRef"] = {
             "workload": {"workloadName": workload, "podGroupTemplateName": template or name}
         }
@@ -100,6 +113,46 @@ def workload(
     }
     found = decode_object_dict("Workload", raw)
     assert isinstance(found, Workload)
+    return found
+
+
+def composite_workload(
+    name: str, templates: Sequence[str], annotations: dict[str, str] | None = None
+) -> Workload:
+    """A v1beta1 Workload whose one composite template ``set`` holds `templates`."""
+    children = [{"name": t, "schedulingPolicy": {"gang": {"minCount": 1}}} for t in templates]
+    raw = {
+        "metadata": _metadata(name, annotations),
+        "spec": {
+            "compositePodGroupTemplates": [
+                {
+                    "name": "set",
+                    "schedulingPolicy": {"gang": {"minGroupCount": len(templates)}},
+                    "podGroupTemplates": children,
+                }
+            ]
+        },
+    }
+    found = decode_object_dict("Workload", raw)
+    assert isinstance(found, Workload)
+    return found
+
+
+def composite(
+    name: str, min_groups: int | None, workload: str, topology_key: str | None = None
+) -> CompositePodGroup:
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": workload, "templateName": "set"},
+        "schedulingPolicy": {"gang": {"minGroupCount": min_groups}}
+        if min_groups
+        else {"basic": {}},
+    }
+    if topology_key is not None:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    found = decode_object_dict(
+        "CompositePodGroup", {"metadata": _metadata(name, None), "spec": spec}
+    )
+    assert isinstance(found, CompositePodGroup)
     return found
 
 

@@ -9,11 +9,11 @@ import pytest
 from daemon.controllers.gang import ratios
 from daemon.controllers.gang.reconciler import GangReconciler
 from daemon.controllers.gang.spec import (
-    LEADER_TEMPLATE,
     ROLE_RATIO,
     ROLE_RATIO_TOPOLOGY,
     GangSpecError,
 )
+from daemon.controllers.labels import LEADER_TEMPLATE
 from tests.daemon.controllers.gang_builders import (
     BLOCK,
     RACK,
