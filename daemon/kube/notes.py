@@ -21,7 +21,8 @@ actuator, which is the state the decision was made from.
   NODE``); on the PodGroup, ``Scheduled`` when it is admitted, ``FailedScheduling`` with the
   placement reason when it newly does not fit (on each member waiting for a node too, as
   kube-scheduler writes it), and the reason of any other refusal (``PodsReadyTimeout``,
-  ``LeaderLost``, ...); ``Preempted`` on each member it evicts.
+  ``LeaderLost``, ...); ``Preempted`` on each member it evicts, and on each victim of a
+  gang's preemption (``Preempted by podgroup NS/NAME``, naming the preemptor).
 
 A note may also carry a milestone, a line for the daemon's own log: a Job or JobSet finished,
 a gang admitted or given up on.
@@ -260,7 +261,13 @@ def _gang_notes(state: State, decision: Decided) -> list[Note]:
             pod = state.pods.get(intent.key)
             group_key = f"{intent.cluster}/{intent.namespace}/{pod.pod_group}" if pod else ""
             why = refusals.get(group_key) or decision.reason.split(";", 1)[0]
-            notes.append(Note(index, about, "Normal", "Preempted", f"Preempted by kbatchd: {why}"))
+            message = f"Preempted by kbatchd: {why}"
+            if decision.reason.startswith("WaitingForPreemption:"):
+                # A victim of a gang's preemption (KEP-5710): the preemptor is the decision's
+                # PodGroup, as kube-scheduler names it.
+                _, _, namespace, name = split_ref(decision.key)
+                message = f"Preempted by podgroup {namespace}/{name}"
+            notes.append(Note(index, about, "Normal", "Preempted", message))
     return notes
 
 

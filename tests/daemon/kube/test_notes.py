@@ -342,6 +342,22 @@ CASES = [
         state(group_conditions=[ADMITTED]),
     ),
     row(
+        "gang-preemption-victims-name-the-preemptor",
+        "gang",
+        f"PodGroup/{C}/{NS}/hi",
+        [Delete(C, "Pod", NS, "lo-0", precondition_uid="uid-lo0")],
+        [
+            Note(
+                0,
+                Involved(C, "Pod", NS, "lo-0", "uid-lo0"),
+                "Normal",
+                "Preempted",
+                f"Preempted by podgroup {NS}/hi",
+            )
+        ],
+        reason="WaitingForPreemption: 1 victim pod(s) still to go, 1 deleted now",
+    ),
+    row(
         "gang-given-up",
         "gang",
         f"PodGroup/{C}/{NS}/g",
