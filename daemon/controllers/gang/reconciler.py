@@ -777,7 +777,8 @@ class GangReconciler:
         pods to the nodes it was placed on; the next deletes the marked victims. False when
         preemption cannot help: the caller reports the gang unschedulable."""
         spec, found = group.spec, group.members
-        if not spec.preempts:
+        lowest = view.lowest_priority()
+        if not spec.preempts or lowest is None or lowest >= spec.priority:
             return False
         going, candidates = self._victim_units(view, spec)
         if going:
