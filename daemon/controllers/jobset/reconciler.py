@@ -362,17 +362,16 @@ class _Sync:
             return
         view, state, cluster, ns = self.view, self.state, self.cluster, self.view.namespace
         uid = view.jobset.uid
-        doomed: list[tuple[str, str]] = []
+        doomed: list[Intent] = []
         for _, name in gangs.groups_of(view, gang.attempt - 1):
             group = state.podgroups.get(f"{cluster}/{ns}/{name}")
             if group is not None and group.deletion_ts is None and _controlled_by(group, uid):
-                doomed.append(("PodGroup", name))
+                doomed.append(Delete(cluster, "PodGroup", ns, name))
         parent = gangs.composite_name(gang.workload, gang.attempt - 1)
         found = state.compositepodgroups.get(f"{cluster}/{ns}/{parent}")
         if found is not None and found.deletion_ts is None and _controlled_by(found, uid):
-            doomed.append(("CompositePodGroup", parent))
-        for kind, name in doomed:
-            self.intents.append(Delete(cluster, kind, ns, name))
+            doomed.append(Delete(cluster, "CompositePodGroup", ns, parent))
+        self.intents += doomed
         if doomed:
             self.notes.append(f"deleting {len(doomed)} group(s) of attempt {gang.attempt - 1}")
 
