@@ -147,28 +147,36 @@ _WITH_FILE_SIZE_LIMIT = (
 # have landed, at the next intent that would go past them: the next bind or the PodGroup
 # status after the binds. Binds past the N-th are held back unsent, however many the actuator
 # runs at once, so exactly N reach the cluster.
-_KILLED_AFTER_BINDS = """
+_KILLED_AFTER = """
 import asyncio, os, runpy, signal, sys
 from daemon.kube import actuator
 from events.intents import Bind, Patch
-limit = int(sys.argv.pop(1))
+limit, counted = int(sys.argv.pop(1)), sys.argv.pop(1)
 perform = actuator.Actuator.perform
 sent = landed = 0
 past = None
+def counts(intent):
+    if counted == 'binds':
+        return type(intent) is Bind
+    return (type(intent) is Patch and intent.kind == 'Pod' and intent.subresource == 'status'
+            and 'DisruptionTarget' in repr(intent.patch))
+def closes(intent):
+    # What announces the counted intents: a bind's group status (a mark's has none).
+    return counted == 'binds' and type(intent) is Patch and intent.kind == 'PodGroup' and (
+        intent.subresource)
 async def dying(self, intent, *rest):
     global sent, landed, past
     if past is None:
         past = asyncio.Event()
         if not limit:
             past.set()
-    status = type(intent) is Patch and intent.kind == 'PodGroup' and intent.subresource
-    if type(intent) is Bind:
+    if counts(intent):
         sent += 1
-    if (type(intent) is Bind and sent > limit) or (status and sent):
+    if (counts(intent) and sent > limit) or (closes(intent) and sent):
         await past.wait()
         os.kill(os.getpid(), signal.SIGKILL)
     result = await perform(self, intent, *rest)
-    if type(intent) is Bind:
+    if counts(intent):
         landed += 1
         if landed == limit:
             past.set()
@@ -202,11 +210,13 @@ async def spawn(
     env: dict[str, str] | None = None,
     file_size_limit: int | None = None,
     killed_after_binds: int | None = None,
+    killed_after_marks: int | None = None,
     mount: Sequence[str] = (),
 ) -> AsyncIterator[Child]:
     """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
-    bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`:
-    it SIGKILLs itself once that many binds have landed (`_KILLED_AFTER_BINDS`). `mount`: the
+    bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`
+    (`killed_after_marks`): it SIGKILLs itself once that many binds (preemption victims
+    marked DisruptionTarget) have landed, before the next is sent (`_KILLED_AFTER`). `mount`: the
     arguments of a ``mount`` made first in a mount namespace of the process's own (see
     `private_mounts`), which only it sees; others reach it under ``/proc/PID/root``."""
     environment = child_environment({"PYTHONUNBUFFERED": "1", **(env or {})})
@@ -214,7 +224,9 @@ async def spawn(
     if file_size_limit is not None:
         command = [sys.executable, "-c", _WITH_FILE_SIZE_LIMIT, str(file_size_limit)]
     elif killed_after_binds is not None:
-        command = [sys.executable, "-c", _KILLED_AFTER_BINDS, str(killed_after_binds)]
+        command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_binds), "binds"]
+    elif killed_after_marks is not None:
+        command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_marks), "marks"]
     if mount:
         # exec all the way: the pid is the daemon's.
         script = f'mount {shlex.join(mount)} && exec "$@"'

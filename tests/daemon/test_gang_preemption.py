@@ -5,6 +5,7 @@ priority — and is bound into it; the victim group is requeued; `--explain` tel
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.processes import (
     kube_client,
     logged_events,
     running_daemon,
+    spawn,
 )
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +66,68 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
+async def occupy(api: client.ApiClient, ns: str, version: str) -> str:
+    """The cluster full: rack 1 taken by two single pods of priority 500, rack 0 by the gang
+    ``lo`` of priority 10 (8 × 2 GPUs, evicted whole), once a daemon has bound it; the name of
+    the class of priority 1000."""
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    scheduling = client.SchedulingV1Api(api)
+    classes = {"low": 10, "mid": 500, "high": 1000}
+    for suffix, value in classes.items():
+        body = {"metadata": {"name": f"{ns}-{suffix}"}, "value": value}
+        await scheduling.create_priority_class(body)
+    low, mid, high = (f"{ns}-{s}" for s in classes)
+    for host in ("b0-r1-h0", "b0-r1-h1"):
+        await core.create_namespaced_pod(ns, pod(f"mid-{host}", 8, mid, host=host))
+    await custom.create_namespaced_custom_object(
+        GROUP, version, ns, "podgroups", podgroup(version, "lo", 8, low)
+    )
+    stored = await custom.get_namespaced_custom_object(GROUP, version, ns, "podgroups", "lo")
+    assert stored["spec"]["priority"] == 10, "the Priority admission plugin fills it"
+    for i in range(8):
+        await core.create_namespaced_pod(ns, pod(f"lo-{i}", 2, low, group="lo"))
+
+    async def lo_bound() -> bool:
+        pods = await raw_pods(api, ns)
+        return len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
+
+    await eventually(lo_bound, within=60, what="lo and the mid pods bound")
+    return high
+
+
+async def preempt(api: client.ApiClient, ns: str, version: str, high: str) -> None:
+    """The gang ``hi`` of priority 1000 (8 × 2 GPUs, one rack), which fits nowhere."""
+    core = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    await custom.create_namespaced_custom_object(
+        GROUP, version, ns, "podgroups", podgroup(version, "hi", 8, high)
+    )
+    for i in range(8):
+        await core.create_namespaced_pod(ns, pod(f"hi-{i}", 2, high, group="hi"))
+
+
+async def took_rack_0(api: client.ApiClient, ns: str) -> None:
+    """``hi`` bound in rack 0, ``lo`` gone whole, the heavier rack 1 spared."""
+    core = client.CoreV1Api(api)
+
+    async def hi_bound() -> list[dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in await raw_pods(api, ns)}
+        his = [p for n, p in pods.items() if n.startswith("hi-")]
+        done = len(his) == 8 and all(p["spec"].get("nodeName") for p in his)
+        return list(pods.values()) if done else None
+
+    pods = await eventually(hi_bound, within=90, what="hi bound after preempting")
+    names = {p["metadata"]["name"] for p in pods}
+    assert not {n for n in names if n.startswith("lo-")}, "lo evicted whole"
+    assert {"mid-b0-r1-h0", "mid-b0-r1-h1"} <= names, "the heavier rack spared"
+    racks = set()
+    for p in pods:
+        if p["metadata"]["name"].startswith("hi-"):
+            racks.add((await core.read_node(p["spec"]["nodeName"])).metadata.labels[RACK])
+    assert racks == {"b0-r0"}
+
+
 async def test_a_high_priority_gang_evicts_the_lightest_rack_whole_and_takes_it(
     tmp_path: Path, backend: str
 ) -> None:
@@ -71,55 +135,10 @@ async def test_a_high_priority_gang_evicts_the_lightest_rack_whole_and_takes_it(
         config = cluster.daemon_config(tmp_path)
         async with running_daemon(config), kube_client(cluster.admin) as api:
             ns, version = cluster.namespace, cluster.scheduling_version
-            core = client.CoreV1Api(api)
             custom = client.CustomObjectsApi(api)
-            scheduling = client.SchedulingV1Api(api)
-            classes = {"low": 10, "mid": 500, "high": 1000}
-            for suffix, value in classes.items():
-                body = {"metadata": {"name": f"{ns}-{suffix}"}, "value": value}
-                await scheduling.create_priority_class(body)
-            low, mid, high = (f"{ns}-{s}" for s in classes)
-            # Rack 1: two single pods of priority 500, one per host.
-            for host in ("b0-r1-h0", "b0-r1-h1"):
-                await core.create_namespaced_pod(ns, pod(f"mid-{host}", 8, mid, host=host))
-            # Rack 0: the gang ``lo`` of priority 10 (8 × 2 GPUs).
-            await custom.create_namespaced_custom_object(
-                GROUP, version, ns, "podgroups", podgroup(version, "lo", 8, low)
-            )
-            stored = await custom.get_namespaced_custom_object(
-                GROUP, version, ns, "podgroups", "lo"
-            )
-            assert stored["spec"]["priority"] == 10, "the Priority admission plugin fills it"
-            for i in range(8):
-                await core.create_namespaced_pod(ns, pod(f"lo-{i}", 2, low, group="lo"))
-
-            async def lo_bound() -> bool:
-                pods = [p for p in await raw_pods(api, ns) if p["metadata"]["name"] != "hi"]
-                return len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
-
-            await eventually(lo_bound, within=60, what="lo and the mid pods bound")
-
-            await custom.create_namespaced_custom_object(
-                GROUP, version, ns, "podgroups", podgroup(version, "hi", 8, high)
-            )
-            for i in range(8):
-                await core.create_namespaced_pod(ns, pod(f"hi-{i}", 2, high, group="hi"))
-
-            async def hi_bound() -> list[dict[str, Any]] | None:
-                pods = {p["metadata"]["name"]: p for p in await raw_pods(api, ns)}
-                his = [p for n, p in pods.items() if n.startswith("hi-")]
-                done = len(his) == 8 and all(p["spec"].get("nodeName") for p in his)
-                return list(pods.values()) if done else None
-
-            pods = await eventually(hi_bound, within=90, what="hi bound after preempting")
-            names = {p["metadata"]["name"] for p in pods}
-            assert not {n for n in names if n.startswith("lo-")}, "lo evicted whole"
-            assert {"mid-b0-r1-h0", "mid-b0-r1-h1"} <= names, "the heavier rack spared"
-            racks = set()
-            for p in pods:
-                if p["metadata"]["name"].startswith("hi-"):
-                    racks.add((await core.read_node(p["spec"]["nodeName"])).metadata.labels[RACK])
-            assert racks == {"b0-r0"}
+            high = await occupy(api, ns, version)
+            await preempt(api, ns, version, high)
+            await took_rack_0(api, ns)
 
             async def lo_requeued() -> dict[str, Any] | None:
                 got = await custom.get_namespaced_custom_object(
@@ -159,3 +178,43 @@ async def test_a_high_priority_gang_evicts_the_lightest_rack_whole_and_takes_it(
     assert "Preempting: " in victim, "the victim's account names the preemption"
     assert "Preempted: " in victim
     assert await assert_reproduced(db) > 0
+
+
+async def test_a_preemption_killed_after_some_victims_are_marked_still_ends_whole(
+    tmp_path: Path, backend: str
+) -> None:
+    """SIGKILL after 3 of lo's 8 pods are marked DisruptionTarget, before the rest are and
+    before any is deleted: the next daemon marks the rest, deletes all 8 and binds hi; the
+    spared rack stays spared, and nothing is preempted twice."""
+    async with on_cluster(backend, tmp_path, topology=TOPOLOGY) as cluster:
+        config = cluster.daemon_config(tmp_path)
+        async with kube_client(cluster.admin) as api:
+            ns, version = cluster.namespace, cluster.scheduling_version
+            async with running_daemon(config):
+                high = await occupy(api, ns, version)
+            await preempt(api, ns, version, high)
+            async with spawn("daemon", "run", "--config", str(config), killed_after_marks=3) as d:
+                assert await d.wait(within=60) == -signal.SIGKILL, d.output()
+            pods = {p["metadata"]["name"]: p for p in await raw_pods(api, ns)}
+            marked = [
+                n
+                for n, p in pods.items()
+                if any(
+                    c.get("type") == "DisruptionTarget"
+                    for c in p.get("status", {}).get("conditions") or ()
+                )
+            ]
+            assert len(marked) == 3, marked
+            assert all(f"lo-{i}" in pods for i in range(8)), "none deleted before the kill"
+            async with running_daemon(config):
+                await took_rack_0(api, ns)
+    events = await logged_events(tmp_path / "kbatchd.db")
+    deleted = [
+        i.name
+        for _, e in events
+        if isinstance(e, Decided)
+        for i in e.intents
+        if isinstance(i, Delete) and i.kind == "Pod"
+    ]
+    assert sorted(deleted) == [f"lo-{i}" for i in range(8)], "each victim deleted once"
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0

@@ -160,6 +160,8 @@ class ClusterView:
             self.used[node.name] = used
         self._levels = state.topology.levels
         self._lowest: tuple[int | None] | None = None
+        # The group whose own nominations this view counts as free (`free_nominations`).
+        self.freed_for: str | None = None
         self._reset()
 
     def lowest_priority(self) -> int | None:
@@ -198,7 +200,19 @@ class ClusterView:
         other.nodes, other._by_name, other._levels = self.nodes, self._by_name, self._levels
         other.used = {name: dict(used) for name, used in self.used.items()}
         other._lowest = self._lowest
+        other.freed_for = self.freed_for
         other._reset()
+        return other
+
+    def free_nominations(self, group: str, pods: Sequence[Pod]) -> ClusterView:
+        """This view, or a copy of it, in which the room nominated to `pods` (the pending
+        members of `group`) is free: a group is not kept out of the room held for it."""
+        own = [(p, p.nominated) for p in pods if p.nominated]
+        if not own or self.freed_for == group:
+            return self
+        other = self.copy()
+        other.release(own)
+        other.freed_for = group
         return other
 
     def release(self, slots: Slots) -> None:

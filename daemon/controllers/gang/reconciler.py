@@ -676,12 +676,9 @@ class GangReconciler:
         """Nodes for every pending member, next to the bound ones (and the leader; else
         `within` a domain, when given)."""
         spec, found = group.spec, group.members
-        own = [(p, p.nominated) for p in found.pending if p.nominated]
-        if own:
-            # The room held for its own pods is free to it. (The pass's view keeps it charged
-            # if the group is admitted: conservative, and only until the next pass.)
-            view = view.copy()
-            view.release(own)
+        # The room held for its own pods is free to it. (The pass's view keeps it charged if
+        # the group is admitted: conservative, and only until the next pass.)
+        view = view.free_nominations(spec.key, found.pending)
         try:
             request = topology_request(spec, (*found.bound, *found.pending))
         except GangSpecError as exc:
@@ -780,6 +777,7 @@ class GangReconciler:
         lowest = view.lowest_priority()
         if not spec.preempts or lowest is None or lowest >= spec.priority:
             return False
+        view = view.free_nominations(spec.key, found.pending)
         going, candidates = self._victim_units(view, spec)
         if going:
             # Room already on its way out: enough once it is gone?

@@ -30,6 +30,7 @@ from tests.daemon.controllers.gang_builders import (
 from tests.daemon.controllers.world import GangWorld
 
 SCHEDULED = "PodGroupScheduled"
+DISRUPTION = "DisruptionTarget"
 
 
 def unit(name: str, priority: int, pods: int = 1, *, grouped: bool = False, at: int = 0) -> Unit:
@@ -248,3 +249,28 @@ def test_a_pod_of_a_single_mode_group_goes_alone() -> None:
     decision = world.decide(key("hi"))
     marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
     assert len(marked) == 1
+
+
+def test_a_preemption_cut_short_after_some_marks_is_finished_where_it_began() -> None:
+    """A restart after 3 of a whole group's 8 pods were marked and the preemptor's pods were
+    nominated to its rack: the room held for the preemptor is its own, so the rest of the
+    group is marked (not the heavier rack's pods)."""
+    world = GangWorld(nodes())
+    admitted = [{"type": SCHEDULED, "status": "True", "reason": "Scheduled", "message": ""}]
+    lo = podgroup("lo", 8, disruption={"all": {}}, priority=10)
+    lo_pods = []
+    for i in range(8):
+        pod = running(f"lo-{i}", f"b0-r0-h{i % 2}", 2, 10, "lo")
+        if i < 3:
+            pod = msgspec.structs.replace(pod, conditions={**pod.conditions, DISRUPTION: "True"})
+        lo_pods.append(pod)
+    world.add(msgspec.structs.replace(lo, status={"conditions": admitted}), *lo_pods)
+    world.add(running("mid-0", "b0-r1-h0", 8, 500), running("mid-1", "b0-r1-h1", 8, 500))
+    his = [
+        msgspec.structs.replace(p, nominated=f"b0-r0-h{i % 2}")
+        for i, p in enumerate(members("hi", 8, gpus=2))
+    ]
+    world.add(podgroup("hi", 8, priority=1000, topology_key=RACK), *his)
+    decision = world.decide(key("hi"))
+    marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
+    assert marked == {f"lo-{i}" for i in range(3, 8)}
