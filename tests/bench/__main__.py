@@ -24,6 +24,7 @@ SECTIONS = (
     "jobset",
     "gang",
     "gang_real",
+    "gang_vs_scheduler",
     "kills",
 )
 

@@ -34,6 +34,17 @@ HERE: Final = Path(__file__).resolve().parent
 REPO: Final = HERE.parent.parent
 RBAC: Final = REPO / "config" / "rbac.yaml"
 START_TIMEOUT: Final = 120.0
+# `ControlPlane.start(audit=True)`: every request kube-apiserver serves, at level Metadata (who,
+# what verb on which object, the answer's code; no bodies), one JSON line each in
+# `ControlPlane.audit_log`. RequestReceived is left out: a request's ResponseComplete (or a
+# watch's ResponseStarted) already carries when it came.
+AUDIT_POLICY: Final = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+"""
 
 
 class ControlPlaneError(Exception):
@@ -174,6 +185,7 @@ class ControlPlane:
     root: Path
     profile: Profile
     topology: str
+    audit: bool = False
     server: str = ""
     admin_kubeconfig: Path = field(default_factory=Path)
     kbatchd_kubeconfig: Path = field(default_factory=Path)
@@ -191,9 +203,11 @@ class ControlPlane:
         profile: Profile | None = None,
         topology: str = "blocks=1,racks=2,hosts=4,gpus=8",
         cache: Path | None = None,
+        audit: bool = False,
     ) -> ControlPlane:
+        """`audit`: kube-apiserver writes an audit log (`AUDIT_POLICY`) to `audit_log`."""
         cache = cache or build(version)
-        plane = cls(version, root, profile or Profile(), topology)
+        plane = cls(version, root, profile or Profile(), topology, audit)
         try:
             plane._start(cache)
         except BaseException:
@@ -298,6 +312,15 @@ class ControlPlane:
         ]  # fmt: skip
         if gates:
             apiserver += ["--feature-gates", gates, "--runtime-config", runtime]
+        if self.audit:
+            policy = self.root / "audit-policy.yaml"
+            policy.write_text(AUDIT_POLICY)
+            apiserver += [
+                "--audit-policy-file", str(policy),
+                "--audit-log-path", str(self.audit_log),
+                "--audit-log-format", "json",
+                "--audit-log-maxsize", "0",  # one file, never rotated: a reader counts it all
+            ]  # fmt: skip
         self._spawn("kube-apiserver", apiserver)
         self.admin_kubeconfig = kubeconfig(
             self.root / "admin.kubeconfig",
@@ -468,6 +491,11 @@ class ControlPlane:
         prefix = "/api/" if "/" not in group_version else "/apis/"
         status, body = self.request("GET", prefix + group_version)
         return [r["name"] for r in body.get("resources", [])] if status == 200 else []
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log (written only when started with `audit`)."""
+        return self.root / "audit.log"
 
     def logs(self, name: str, lines: int = 20) -> str:
         text = (self.root / f"{name}.log").read_text(errors="replace")

@@ -1,0 +1,523 @@
+"""The same gangs scheduled by kbatchd and by kube-scheduler, one after the other on one real
+control plane (`tests/realcluster`, Kubernetes 1.37.2: kube-scheduler with the
+GenericWorkload and TopologyAwareWorkloadScheduling gates, scheduling.k8s.io/v1beta1 served;
+kwok nodes, 2 blocks × 8 racks × 16 hosts × 8 GPUs).
+
+Two scenarios, each played once with the pods' `schedulerName` "kbatchd" (the daemon running,
+started as `gang_real` starts it) and once with "default-scheduler" (the daemon stopped), each
+phase in a namespace of its own, removed before the next phase starts:
+
+- `block`: one PodGroup of 1,000 one-GPU pods (gang minCount 1,000) required inside one block;
+- `racks`: 200 PodGroups of 2–16 one-GPU pods (sizes from a fixed seed, 1,768 pods), each
+  required inside one rack; any order of placing them fits the 16 racks of 128 GPUs.
+
+Per scheduler, from a watch of the phase's pods: for each group, the time from its last pod
+created (the create call answered) to all its pods bound (the watch showing `nodeName`),
+median and max; pods bound per second from the first object created to the last pod bound;
+the API calls the scheduler made while the phase ran (kube-apiserver's audit log:
+kbatchd's ServiceAccount user, and kube-scheduler, which this control plane runs with the
+admin certificate, by its user agent), writes and all, per admitted group; and whether every
+group landed inside one domain of the level it requires (the nodes' labels). A group one
+scheduler admits and the other does not is reported with its PodGroup's conditions.
+
+kbatchd's phases run first, kube-scheduler's after: on this machine, whose speed drifts, the
+order is the same in every run. `python -m tests.bench.gang_vs_scheduler` runs it alone."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from kubernetes_asyncio import client
+
+from daemon.runtime import eventloop
+from daemon.sim.topology import BLOCK_LABEL, GPU, RACK_LABEL
+from tests.bench.table import Table
+from tests.processes import daemon_config, eventually, kube_client, running_daemon
+from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
+
+VERSION = "1.37.2"
+TOPOLOGY = "blocks=2,racks=8,hosts=16,gpus=8"
+GROUP, API = "scheduling.k8s.io", "v1beta1"
+KBATCHD, DEFAULT = "kbatchd", "default-scheduler"
+KBATCHD_USER = "system:serviceaccount:kube-system:kbatchd"
+SCHEDULER_AGENT = "kube-scheduler/"
+# 1,768 pods. The 2–16 draws of most seeds total more than the 1,823 that fit in any order
+# (see `rack_sizes`): this one is the first of the few tried that fits.
+SEED = 42
+RACK_GANGS = 200
+CREATORS = 8
+# A phase ends when every pod is bound, or when no pod has been bound for STALL s once all
+# exist (what is left is then reported as not admitted), or after LIMIT s.
+STALL, LIMIT = 60.0, 900.0
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Condition types a PodGroup's admission is written as: kbatchd's, kube-scheduler 1.37's.
+SCHEDULED = ("PodGroupScheduled", "PodGroupInitiallyScheduled")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    level: str  # the label every group must stay inside
+    sizes: tuple[int, ...]  # pods per group
+
+
+def rack_sizes() -> tuple[int, ...]:
+    draw = random.Random(SEED)
+    sizes = tuple(draw.randint(2, 16) for _ in range(RACK_GANGS))
+    # A gang of s pods finds no rack only if each of the 16 racks has fewer than s of its 128
+    # GPUs free: at least 16 × (129 - s) taken by the others, so a total below 2,064 - 15 s,
+    # 1,824 for s = 16, fits in any order.
+    assert sum(sizes) < 16 * 129 - 15 * 16, sum(sizes)
+    return sizes
+
+
+SCENARIOS = (
+    Scenario("block", "1 gang of 1,000 pods, required block", BLOCK_LABEL, (1000,)),
+    Scenario(
+        "racks", f"{RACK_GANGS} gangs of 2–16 pods, each required rack", RACK_LABEL, rack_sizes()
+    ),
+)
+
+
+def _objects(
+    scenario: Scenario, scheduler: str, namespace: str
+) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    gangs = []
+    for g, size in enumerate(scenario.sizes):
+        name = f"g{g:03d}"
+        group = {
+            "apiVersion": f"{GROUP}/{API}",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": size}},
+                "schedulingConstraints": {"topology": [{"key": scenario.level}]},
+            },
+        }
+        one_gpu = {"requests": {GPU: "1"}, "limits": {GPU: "1"}}
+        pods = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-{p}", "namespace": namespace},
+                "spec": {
+                    "schedulerName": scheduler,
+                    "schedulingGroup": {"podGroupName": name},
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "x", "resources": one_gpu}],
+                },
+            }
+            for p in range(size)
+        ]
+        gangs.append((group, pods))
+    return gangs
+
+
+# -- the watch ------------------------------------------------------------------------------
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""
+
+
+class _Spec(msgspec.Struct):
+    nodeName: str = ""
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+
+
+class _WatchEvent(msgspec.Struct):
+    type: str
+    object: _Pod
+
+
+class _List(msgspec.Struct):
+    metadata: _Meta
+    items: list[_Pod]
+
+
+@dataclass
+class _Phase:
+    scenario: Scenario
+    scheduler: str
+    namespace: str
+    created: dict[str, float] = field(default_factory=dict)  # pod -> its create answered
+    bound: dict[str, tuple[float, str]] = field(default_factory=dict)  # pod -> (seen, node)
+    start: float = 0.0
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def seen(self, pod: _Pod) -> None:
+        if pod.spec.nodeName and pod.metadata.name not in self.bound:
+            self.bound[pod.metadata.name] = (time.perf_counter(), pod.spec.nodeName)
+            self.changed.set()
+            self.changed = anyio.Event()
+
+
+async def _watch(api: client.ApiClient, phase: _Phase, version: str) -> None:
+    """Every pod of the namespace, from `version` on, decoded raw (the generated models know
+    no `schedulingGroup` and would cost this process more than the watch)."""
+    core = client.CoreV1Api(api)
+    decoder = msgspec.json.Decoder(_WatchEvent)
+    while True:
+        response: Any = await core.list_namespaced_pod(
+            phase.namespace,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=120,
+            _preload_content=False,
+            _request_timeout=150,
+        )
+        async with response:
+            async for line in response.content:
+                event = decoder.decode(line)
+                if event.type == "ERROR":
+                    raise RuntimeError(f"watch of {phase.namespace}: {line[:300]!r}")
+                version = event.object.metadata.resourceVersion or version
+                phase.seen(event.object)
+
+
+async def _ok(answer: Any, what: str) -> None:
+    async with answer:
+        body = await answer.read()
+        if not 200 <= answer.status <= 299:
+            raise RuntimeError(f"{what}: HTTP {answer.status}: {body[:300]!r}")
+
+
+async def _create(
+    api: client.ApiClient,
+    phase: _Phase,
+    gangs: Iterable[tuple[dict[str, Any] | None, list[Any]]],
+) -> None:
+    """Each gang's PodGroup (None: already made), then its pods, one after the other."""
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    for group, pods in gangs:
+        ns = phase.namespace
+        if group is not None:
+            await _ok(
+                await custom.create_namespaced_custom_object(
+                    GROUP, API, ns, "podgroups", group, _preload_content=False
+                ),
+                f"PodGroup {group['metadata']['name']}",
+            )
+        for pod in pods:
+            await _ok(
+                await core.create_namespaced_pod(ns, pod, _preload_content=False),
+                f"Pod {pod['metadata']['name']}",
+            )
+            phase.created[pod["metadata"]["name"]] = time.perf_counter()
+
+
+async def _podgroups(api: client.ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
+    listed = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP, API, namespace, "podgroups"
+    )
+    return {g["metadata"]["name"]: g for g in listed["items"]}
+
+
+def _condition(group: dict[str, Any]) -> dict[str, Any]:
+    for condition in (group.get("status") or {}).get("conditions") or ():
+        if condition.get("type") in SCHEDULED:
+            return dict(condition)
+    return {}
+
+
+async def _namespace(api: client.ApiClient, name: str) -> None:
+    core = client.CoreV1Api(api)
+    body: Any = {"metadata": {"name": name}}
+    await core.create_namespace(body)
+
+    async def has_account() -> bool:
+        listed = await core.list_namespaced_service_account(name)
+        return bool(listed.items)
+
+    await eventually(has_account, within=60, what=f"namespace {name}'s default ServiceAccount")
+
+
+async def _remove(api: client.ApiClient, name: str) -> None:
+    """The namespace gone, its pods first (grace 0: kwok lets them go at once), so the next
+    phase finds every GPU free."""
+    core = client.CoreV1Api(api)
+    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    await core.delete_namespace(name, grace_period_seconds=0)
+
+    async def gone() -> bool:
+        listed = await core.list_namespace(field_selector=f"metadata.name={name}")
+        return not listed.items
+
+    await eventually(gone, within=300, what=f"namespace {name} removed")
+
+
+async def _play(api: client.ApiClient, scenario: Scenario, scheduler: str) -> _Phase:
+    phase = _Phase(scenario, scheduler, f"{scenario.name}-{scheduler}")
+    await _namespace(api, phase.namespace)
+    answer: Any = await client.CoreV1Api(api).list_namespaced_pod(
+        phase.namespace, _preload_content=False
+    )
+    version = msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
+    gangs = _objects(scenario, scheduler, phase.namespace)
+    total = sum(scenario.sizes)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_watch, api, phase, version)
+        phase.start = time.perf_counter()
+        # A few creators at once: one alone waits on every round trip. A gang's pods are
+        # created by one creator, except the one big gang's, which all of them share.
+        shares: list[list[tuple[dict[str, Any] | None, list[dict[str, Any]]]]]
+        if len(gangs) == 1:
+            [(group, pods)] = gangs
+            await _create(api, phase, [(group, [])])
+            shares = [[(None, pods[k::CREATORS])] for k in range(CREATORS)]
+        else:
+            shares = [list(gangs[k::CREATORS]) for k in range(CREATORS)]
+        async with anyio.create_task_group() as creators:
+            for share in shares:
+                creators.start_soon(_create, api, phase, share)
+        with anyio.move_on_after(LIMIT - (time.perf_counter() - phase.start)):
+            while len(phase.bound) < total:
+                with anyio.move_on_after(STALL):
+                    await phase.changed.wait()
+                    continue
+                break  # nothing bound for STALL s
+        tasks.cancel_scope.cancel()
+    return phase
+
+
+# -- the audit log --------------------------------------------------------------------------
+
+
+class _User(msgspec.Struct):
+    username: str = ""
+
+
+class _Audit(msgspec.Struct):
+    auditID: str
+    verb: str
+    user: _User
+    requestReceivedTimestamp: str
+    userAgent: str = ""
+    objectRef: dict[str, Any] | None = None
+
+
+@dataclass
+class Calls:
+    all: int = 0
+    writes: int = 0
+    by: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub]" -> count
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def count_calls(log: Path, offset: int, begin: datetime, end: datetime) -> dict[str, Calls]:
+    """The requests kbatchd and kube-scheduler made from `begin` to `end` (received then), read
+    from `offset` on: each request once (a watch has a ResponseStarted and a ResponseComplete
+    line)."""
+    decoder = msgspec.json.Decoder(_Audit)
+    first, last = _stamp(begin), _stamp(end)
+    counted: set[str] = set()
+    calls = {KBATCHD: Calls(), DEFAULT: Calls()}
+    with log.open("rb") as lines:
+        lines.seek(offset)
+        for line in lines:
+            event = decoder.decode(line)
+            if event.auditID in counted or not first <= event.requestReceivedTimestamp <= last:
+                continue
+            if event.user.username == KBATCHD_USER:
+                who = KBATCHD
+            elif event.userAgent.startswith(SCHEDULER_AGENT):
+                who = DEFAULT
+            else:
+                continue
+            counted.add(event.auditID)
+            mine = calls[who]
+            mine.all += 1
+            mine.writes += event.verb in WRITES
+            ref = event.objectRef or {}
+            what = f"{event.verb} {ref.get('resource', '?')}"
+            what += f"/{ref['subresource']}" if ref.get("subresource") else ""
+            mine.by[what] = mine.by.get(what, 0) + 1
+    return calls
+
+
+# -- the figures ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    scheduler: str
+    latencies: dict[str, float]  # admitted group -> last pod created to all bound
+    rate: float  # pods bound per second
+    calls: Calls
+    one_domain: int  # admitted groups inside one domain of their level
+    not_admitted: dict[str, str]  # group -> its condition (or what is known)
+
+
+def _result(
+    phase: _Phase,
+    groups: dict[str, dict[str, Any]],
+    labels: dict[str, dict[str, str]],
+    calls: Calls,
+) -> Result:
+    scenario = phase.scenario
+    latencies, not_admitted, one_domain = {}, {}, 0
+    for g, size in enumerate(scenario.sizes):
+        name = f"g{g:03d}"
+        pods = [f"{name}-{p}" for p in range(size)]
+        if all(p in phase.bound for p in pods):
+            done = max(phase.bound[p][0] for p in pods)
+            latencies[name] = done - max(phase.created[p] for p in pods)
+            domains = {labels[phase.bound[p][1]].get(scenario.level) for p in pods}
+            one_domain += len(domains) == 1
+        else:
+            condition = _condition(groups.get(name, {}))
+            bound = sum(p in phase.bound for p in pods)
+            not_admitted[name] = (
+                f"{bound}/{size} bound; {condition.get('type', 'no condition')}="
+                f"{condition.get('status', '')} {condition.get('reason', '')}: "
+                f"{condition.get('message', '')}"
+            )
+    binds = [seen for seen, _ in phase.bound.values()]
+    rate = len(binds) / (max(binds) - phase.start) if binds else 0.0
+    return Result(scenario, phase.scheduler, latencies, rate, calls, one_domain, not_admitted)
+
+
+async def _scheduled_written(api: client.ApiClient, phase: _Phase) -> dict[str, dict[str, Any]]:
+    """The phase's PodGroups once every admitted one says so in its status (or after 15 s):
+    the status write belongs to the phase's calls."""
+    admitted = {
+        f"g{g:03d}"
+        for g, size in enumerate(phase.scenario.sizes)
+        if all(f"g{g:03d}-{p}" in phase.bound for p in range(size))
+    }
+    groups: dict[str, dict[str, Any]] = {}
+    with anyio.move_on_after(15):
+        while True:
+            groups = await _podgroups(api, phase.namespace)
+            written = {n for n, g in groups.items() if _condition(g).get("status") == "True"}
+            if admitted <= written:
+                break
+            await anyio.sleep(0.5)
+    return groups
+
+
+async def _phase(
+    api: client.ApiClient, plane: ControlPlane, scenario: Scenario, scheduler: str
+) -> Result:
+    print(f"gang_vs_scheduler: {scenario.name} with {scheduler}", flush=True)
+    offset = plane.audit_log.stat().st_size
+    begin = datetime.now(UTC)
+    phase = await _play(api, scenario, scheduler)
+    groups = await _scheduled_written(api, phase)
+    await anyio.sleep(1)  # the audit log is written as requests complete
+    end = datetime.now(UTC)
+    calls = count_calls(plane.audit_log, offset, begin, end)[scheduler]
+    nodes = await client.CoreV1Api(api).list_node()
+    labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in nodes.items}
+    result = _result(phase, groups, labels, calls)
+    print(
+        f"  {len(result.latencies)}/{len(scenario.sizes)} groups admitted, "
+        f"{len(phase.bound):,}/{sum(scenario.sizes):,} pods bound; calls: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(calls.by.items(), key=lambda kv: -kv[1])),
+        flush=True,
+    )
+    for name, why in sorted(result.not_admitted.items())[:5]:
+        print(f"  not admitted: {name}: {why}", flush=True)
+    await _remove(api, phase.namespace)
+    return result
+
+
+def _seconds(values: list[float]) -> str:
+    if not values:
+        return "none admitted"
+    if len(values) == 1:
+        return f"{values[0]:.2f} s"
+    return f"median {statistics.median(values):.2f} s, max {max(values):.2f} s"
+
+
+def report(table: Table, results: list[Result]) -> None:
+    for scenario in SCENARIOS:
+        mine = {r.scheduler: r for r in results if r.scenario is scenario}
+        if len(mine) < 2:
+            continue
+        where = f"gang vs kube-scheduler {VERSION}, {scenario.title}"
+
+        def both(show: Any, mine: dict[str, Result] = mine) -> str:
+            return f"kbatchd {show(mine[KBATCHD])}; kube-scheduler {show(mine[DEFAULT])}"
+
+        table.add(
+            f"{where}: last pod created → all its pods bound",
+            both(lambda r: _seconds(sorted(r.latencies.values()))),
+        )
+        table.add(f"{where}: pods bound per second", both(lambda r: f"{r.rate:.0f}/s"))
+        table.add(
+            f"{where}: API calls per admitted group (writes / all)",
+            both(
+                lambda r: (
+                    f"{r.calls.writes / max(len(r.latencies), 1):.1f} / "
+                    f"{r.calls.all / max(len(r.latencies), 1):.1f}"
+                )
+            ),
+        )
+        table.add(
+            f"{where}: admitted, and inside one {scenario.level.rsplit('-', 1)[-1]}",
+            both(
+                lambda r: (
+                    f"{len(r.latencies)}/{len(r.scenario.sizes)}, {r.one_domain}/{len(r.latencies)}"
+                )
+            ),
+        )
+        only = []
+        for one, other in ((KBATCHD, DEFAULT), (DEFAULT, KBATCHD)):
+            for name in sorted(mine[one].latencies):
+                if name in mine[other].not_admitted:
+                    only.append(f"{name} only by {one} ({other}: {mine[other].not_admitted[name]})")
+        table.add(f"{where}: admitted by one only", "; ".join(only) or "none")
+
+
+async def run(table: Table) -> None:
+    print(f"gang_vs_scheduler: kbatchd and kube-scheduler {VERSION} on {TOPOLOGY}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        try:
+            plane = await anyio.to_thread.run_sync(
+                lambda: ControlPlane.start(VERSION, tmp / "plane", topology=TOPOLOGY, audit=True)
+            )
+        except ControlPlaneError as exc:
+            table.add("gang vs kube-scheduler", f"not run: {exc}")
+            return
+        results: list[Result] = []
+        try:
+            config = daemon_config(tmp, plane.kbatchd_kubeconfig, cluster="real")
+            async with kube_client(plane.admin_kubeconfig) as api:
+                async with running_daemon(config):
+                    for scenario in SCENARIOS:
+                        results.append(await _phase(api, plane, scenario, KBATCHD))
+                for scenario in SCENARIOS:
+                    results.append(await _phase(api, plane, scenario, DEFAULT))
+        finally:
+            if len(results) < 2 * len(SCENARIOS):
+                print(plane.logs("kube-scheduler", 30), flush=True)
+            await anyio.to_thread.run_sync(plane.stop)
+    report(table, results)
+
+
+if __name__ == "__main__":
+    eventloop.run(run, Table())
