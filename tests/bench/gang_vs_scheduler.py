@@ -418,6 +418,20 @@ async def _scheduled_written(api: client.ApiClient, phase: _Phase) -> dict[str, 
     return groups
 
 
+async def _schedulable(api: client.ApiClient) -> None:
+    """Every node free of taints. kube-controller-manager takes each new node's
+    `node.kubernetes.io/not-ready` taint off at about 5 nodes a second (its eviction rate
+    limit): the 256 nodes are all schedulable about 55 s after the start, and a phase begun
+    before would find part of the cluster closed (kbatchd refused the block gang three times
+    so, `TopologyPlacementFailed: ... allows to fit only 224 out of 1000 pod(s)`)."""
+
+    async def untainted() -> bool:
+        nodes = await client.CoreV1Api(api).list_node()
+        return all(not n.spec.taints for n in nodes.items)
+
+    await eventually(untainted, within=300, what="every node without taints")
+
+
 async def _phase(
     api: client.ApiClient, plane: ControlPlane, scenario: Scenario, scheduler: str
 ) -> Result:
@@ -507,6 +521,7 @@ async def run(table: Table) -> None:
         try:
             config = daemon_config(tmp, plane.kbatchd_kubeconfig, cluster="real")
             async with kube_client(plane.admin_kubeconfig) as api:
+                await _schedulable(api)
                 async with running_daemon(config):
                     for scenario in SCENARIOS:
                         results.append(await _phase(api, plane, scenario, KBATCHD))
