@@ -54,6 +54,7 @@ from daemon.controllers.gang.place import (
     Pass,
     Restrict,
     Slots,
+    add_free,
     anchor,
     demand,
     domain_of,
@@ -805,9 +806,7 @@ class GangReconciler:
         slack: dict[str, dict[str, int]] = {}
         for info in trial.infos():
             if info.name in taken:
-                room = slack[info.name] = {}
-                for name, amount in info.allocatable.items():
-                    room[name] = amount - info.used.get(name, 0)
+                add_free(slack.setdefault(info.name, {}), info)
         victims, spared = preempt.reprieve(candidates, slack)
         message = (
             f"{self.scheduler_name}: preempting to accommodate a higher priority podgroup "
@@ -842,7 +841,6 @@ class GangReconciler:
         configured = view.state.topology.levels
         if level is None or level not in configured:
             return self._place(view, levels, group)
-        depth = configured.index(level) + 1
         weights: dict[tuple[str, ...], int] = {}
         for unit in candidates:
             for pod in unit.pods:
@@ -854,8 +852,7 @@ class GangReconciler:
         domains = [d for d, room in view.room(level).items() if fits(need, room)]
         domains.sort(key=lambda d: (weights.get(d, 0), d))
         for domain in domains[:PREEMPT_DOMAINS]:
-            within = tuple(sorted(zip(configured[:depth], domain, strict=True)))
-            slots = self._place(view, levels, group, within=within)
+            slots = self._place(view, levels, group, within=_restrict(configured, level, domain))
             if not isinstance(slots, str):
                 return slots
         return self._place(view, levels, group)
@@ -913,11 +910,7 @@ class GangReconciler:
         step.reason(
             f"WaitingForPreemption: {gone} victim pod(s) still to go, {len(marked)} deleted now"
         )
-        step.wake(
-            retry_at(step.now, step.now, self.retry_first_ms, self.retry_max_ms)
-            if not marked
-            else step.now + self.retry_first_ms
-        )
+        step.wake(step.now + self.retry_first_ms)
 
     def _nominate(self, step: _Step, cluster: str, slots: Slots) -> None:
         for pod, node in slots:

@@ -39,6 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
+from daemon.controllers.job import gang as job_gang
 from daemon.controllers.jobset.spec import JobSetSpecError, JobSetView, ReplicatedJob, job_name
 from daemon.controllers.labels import (
     DEFAULT_LEADER_TEMPLATE,
@@ -163,8 +164,8 @@ def gang_of(view: JobSetView, version: str, composite: bool) -> SetGang | None:
 
 def served(state: State, cluster: str) -> tuple[str | None, bool]:
     """(the version Workload and PodGroup are served in, whether CompositePodGroup is)."""
-    version = state.served.get(f"{cluster}/PodGroup")
-    if not version or state.served.get(f"{cluster}/Workload") != version:
+    version = job_gang.served(state, cluster)
+    if version is None:
         return None, False
     return version, state.served.get(f"{cluster}/CompositePodGroup") == V1ALPHA3
 
