@@ -69,9 +69,7 @@ def nominated_to(cluster: str, pod: Pod | None) -> str | None:
     """The node key whose room a pod holds by nomination: a live pod not yet bound."""
     if pod is None or not pod.nominated or pod.node_name or pod.deletion_ts is not None:
         return None
-    if pod.phase in ("Succeeded", "Failed"):
-        return None
-    return f"{cluster}//{pod.nominated}"
+    return None if pod.terminal else f"{cluster}//{pod.nominated}"
 
 
 def _scheduled(status: Any) -> dict[str, Any] | None:
@@ -277,9 +275,8 @@ def _composite_observed(state: State, change: Change, dirty: Dirty | None) -> No
     if dirty is None:
         return
     group = change.obj
-    ref: Any = group.spec.get("workloadRef")
-    name = ref.get("workloadName") if isinstance(ref, dict) else None
-    if isinstance(name, str) and name:
+    name = workload_ref(group.spec)[0]
+    if name is not None:
         dirty.add(f"Workload/{change.cluster}/{group.namespace}/{name}")
 
 
