@@ -176,19 +176,27 @@ class Registry:
                         stored.obj.get("preemptionPolicy", "PreemptLowerPriority")
                     )
             return 0, "PreemptLowerPriority"
-        found = self.store.get(_PRIORITY_CLASSES, "", name)
-        if found is None:
-            meta_name = obj.get("metadata", {}).get("name") or obj.get("metadata", {}).get(
-                "generateName", ""
-            )
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'pods "{meta_name}" is forbidden: no PriorityClass with name {name} was found',
-                {"name": meta_name, "kind": "pods"},
-            )
+        meta = obj.get("metadata", {})
+        found = self._priority_class(name, meta.get("name") or meta.get("generateName", ""))
         return int(found.obj.get("value", 0)), str(
             found.obj.get("preemptionPolicy", "PreemptLowerPriority")
+        )
+
+    def _priority_class(self, name: str, obj_name: str, group: str = "") -> Stored:
+        """The PriorityClass `name`, or the admission plugin's 403 for the object named
+        `obj_name` (a pod, or a PodGroup when `group` is scheduling.k8s.io)."""
+        assert _PRIORITY_CLASSES is not None
+        found = self.store.get(_PRIORITY_CLASSES, "", name)
+        if found is not None:
+            return found
+        plural = "podgroups" if group else "pods"
+        resource = f"{plural}.{group}" if group else plural
+        details = {"name": obj_name, **({"group": group} if group else {}), "kind": plural}
+        raise ApiError(
+            403,
+            "Forbidden",
+            f'{resource} "{obj_name}" is forbidden: no PriorityClass with name {name} was found',
+            details,
         )
 
     def _podgroup_priority(self, obj: Obj) -> None:
@@ -196,18 +204,8 @@ class Registry:
         named class fills ``spec.priority``; without one the group has none (priority 0)."""
         spec = obj.get("spec")
         if isinstance(spec, dict) and spec.get("priorityClassName"):
-            assert _PRIORITY_CLASSES is not None
-            name = spec["priorityClassName"]
-            found = self.store.get(_PRIORITY_CLASSES, "", name)
-            if found is None:
-                meta_name = obj.get("metadata", {}).get("name", "")
-                raise ApiError(
-                    403,
-                    "Forbidden",
-                    f'podgroups.scheduling.k8s.io "{meta_name}" is forbidden: no PriorityClass '
-                    f"with name {name} was found",
-                    {"name": meta_name, "group": "scheduling.k8s.io", "kind": "podgroups"},
-                )
+            meta_name = obj.get("metadata", {}).get("name", "")
+            found = self._priority_class(spec["priorityClassName"], meta_name, "scheduling.k8s.io")
             spec["priority"] = int(found.obj.get("value", 0))
 
     # -- create ---------------------------------------------------------------------------

@@ -491,6 +491,31 @@ async def test_priority_class_admission(api: client.ApiClient) -> None:
     assert builtin.value == 2000001000
 
 
+async def test_priority_class_admission_of_podgroups(api: client.ApiClient) -> None:
+    """A PodGroup's spec.priority comes from its priorityClassName; none gives none."""
+    scheduling = client.SchedulingV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    await scheduling.create_priority_class({"metadata": {"name": "high"}, "value": 1000})
+
+    def group(name: str, priority_class: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 1}}}
+        if priority_class is not None:
+            spec["priorityClassName"] = priority_class
+        return {"metadata": {"name": name}, "spec": spec}
+
+    args = ("scheduling.k8s.io", "v1alpha2", "default", "podgroups")
+    made = await custom.create_namespaced_custom_object(*args, group("g", "high"))
+    assert made["spec"]["priority"] == 1000
+    plain = await custom.create_namespaced_custom_object(*args, group("h", None))
+    assert "priority" not in plain["spec"]
+    with pytest.raises(ApiException) as err:
+        await custom.create_namespaced_custom_object(*args, group("i", "missing"))
+    assert err.value.status == 403
+    assert status_of(err.value)["message"] == (
+        'podgroups.scheduling.k8s.io "i" is forbidden: no PriorityClass with name missing was found'
+    )
+
+
 async def test_delete_collection(api: client.ApiClient, sim: SimCluster) -> None:
     core = client.CoreV1Api(api)
     for name, team in (("a", "x"), ("b", "x"), ("c", "y")):
