@@ -40,7 +40,7 @@ from daemon.controllers.workloads import (
     workload_body,
     workload_name,
 )
-from events.objects import Pod, PodGroup, Workload
+from events.objects import KObject, Pod, Workload
 from events.state import State
 
 JOB_API: Final = ("batch", "Job")
@@ -177,7 +177,8 @@ def never_started(view: JobView, pods: list[Pod]) -> bool:
     )
 
 
-def controlled_by(obj: Workload | PodGroup, uid: str) -> bool:
+def controlled_by(obj: KObject, uid: str) -> bool:
+    """Whether the object with controller UID `uid` controls `obj`."""
     owner = obj.controller
     return owner is not None and owner.uid == uid
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.job.gang import controlled_by
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER as JOB_MANAGER
 from daemon.controllers.job.spec import managed_by
 from daemon.controllers.job.status import parse_time
@@ -49,7 +50,7 @@ from daemon.controllers.jobset.status import StatusDraft
 from daemon.controllers.jobset.validation import validate
 from daemon.controllers.jobset.volumes import finished_scratch, missing_claims
 from events.intents import Create, Delete, Intent, Patch
-from events.objects import Job, JobSet, KObject, rfc3339
+from events.objects import Job, JobSet, rfc3339
 from events.state import State
 
 DEFAULT_MANAGER: Final = "kbatchd.dev/jobset-controller"
@@ -325,7 +326,7 @@ class _Sync:
             self.intents.append(Create(cluster, "Workload", ns, gang.workload, body=body))
             self.head = f"GangObjects: creating Workload {gang.workload}"
             return False
-        if not _controlled_by(workload, view.jobset.uid):
+        if not controlled_by(workload, view.jobset.uid):
             self.notes.append(f"ungrouped: Workload {gang.workload} is not this JobSet's")
             self.gang = None
             return True
@@ -365,11 +366,11 @@ class _Sync:
         doomed: list[Intent] = []
         for _, name in gangs.groups_of(view, gang.attempt - 1):
             group = state.podgroups.get(f"{cluster}/{ns}/{name}")
-            if group is not None and group.deletion_ts is None and _controlled_by(group, uid):
+            if group is not None and group.deletion_ts is None and controlled_by(group, uid):
                 doomed.append(Delete(cluster, "PodGroup", ns, name))
         parent = gangs.composite_name(gang.workload, gang.attempt - 1)
         found = state.compositepodgroups.get(f"{cluster}/{ns}/{parent}")
-        if found is not None and found.deletion_ts is None and _controlled_by(found, uid):
+        if found is not None and found.deletion_ts is None and controlled_by(found, uid):
             doomed.append(Delete(cluster, "CompositePodGroup", ns, parent))
         self.intents += doomed
         if doomed:
@@ -448,11 +449,6 @@ class _Sync:
             return None
         head = self.head or ("Status: " + _summary(self.draft))
         return Decision("; ".join([head, *notes]), tuple(self.intents), self.requeue)
-
-
-def _controlled_by(obj: KObject, uid: str) -> bool:
-    owner = obj.controller
-    return owner is not None and owner.uid == uid
 
 
 def _summary(draft: StatusDraft) -> str:
