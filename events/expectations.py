@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from events.intents import Bind
+from events.intents import Bind, Intent, Patch
 from events.objects import KObject, Pod
 from events.schema import Decided, Outcome
 from events.state import Expectation, State
@@ -24,12 +24,26 @@ def expect(state: State, seq: int, decision: Decided) -> None:
         op = intent.__struct_config__.tag
         assert isinstance(op, str)
         expectation = Expectation(seq, decision.key, op, since=decision.at)
-        if isinstance(intent, Bind):
-            expectation.node = intent.node
+        expectation.node = _claimed_node(intent)
+        if expectation.node:
             pod = state.pods.get(intent.key)
             if pod is not None and not pod.node_name and not pod.terminal:
                 expectation.requests = pod.requests
         _replace(state, intent.ref, expectation)
+
+
+def _claimed_node(intent: Intent) -> str:
+    """The node an intent claims room on for a pending pod: a bind's, or the one a
+    preemption nominates it to (``status.nominatedNodeName``). Charged from the decision on,
+    so that no decision taken before the watch shows the change gives that room away."""
+    if isinstance(intent, Bind):
+        return intent.node
+    if isinstance(intent, Patch) and intent.subresource == "status":
+        status = intent.patch.get("status") if isinstance(intent.patch, dict) else None
+        if isinstance(status, dict):
+            node = status.get("nominatedNodeName")
+            return node if isinstance(node, str) else ""
+    return ""
 
 
 def settle(state: State, outcome: Outcome, ref: str, dirty: set[str] | None) -> None:
@@ -117,8 +131,9 @@ def _clear(state: State, ref: str, dirty: set[str] | None) -> None:
 
 
 def _assume(state: State, ref: str, expectation: Expectation, sign: int) -> None:
-    """Charge (or give back) a bind's requests to its node in ``State.assumed``."""
-    if expectation.op != "bind" or not expectation.requests:
+    """Charge (or give back) the requests of a pod bound or nominated to a node in
+    ``State.assumed``."""
+    if not expectation.node or not expectation.requests:
         return
     add_pod(
         state.assumed, f"{ref.split('/', 2)[1]}//{expectation.node}", expectation.requests, sign

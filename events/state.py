@@ -46,8 +46,8 @@ class Expectation(msgspec.Struct, array_like=True):
     uid: str = ""
     rv: str = ""
     done: bool = False
-    # A bind's node and what it charged there (`State.assumed`) until the watch shows the pod
-    # bound, failed or gone.
+    # The node a bind or a nomination (``status.nominatedNodeName``) claims for a pending
+    # pod, and what it charges there (`State.assumed`) until the watch shows the change.
     node: str = ""
     requests: dict[str, int] = {}
 
@@ -101,8 +101,9 @@ class State(msgspec.Struct):
     # No expectation is older than this (a lower bound on their `since`; 0: unknown): a Tick
     # looks through them for expired ones only when the oldest may have expired.
     expected_since: int = 0
-    # node key (``cluster//name``) -> what the binds decided to it but not yet seen bound take
-    # there, ``pods`` included: kube-scheduler's assumed pods, kept with the expectations.
+    # node key (``cluster//name``) -> what the binds and nominations decided to it but not yet
+    # seen take there, ``pods`` included: kube-scheduler's assumed pods, kept with the
+    # expectations.
     assumed: dict[str, dict[str, int]] = {}
     # ``reconciler key`` -> the reason of its newest decision.
     reasons: dict[str, str] = {}

@@ -110,7 +110,7 @@ def assert_counts_exact(state: State) -> None:
     assert state.awaiting == dict(Counter(e.key for e in state.expected.values()))
     assumed: dict[str, dict[str, int]] = {}
     for ref, e in state.expected.items():
-        if e.op == "bind" and e.requests:
+        if e.node and e.requests:
             charged = assumed.setdefault(f"{ref.split('/')[1]}//{e.node}", {})
             for name, amount in {**e.requests, "pods": 1}.items():
                 charged[name] = charged.get(name, 0) + amount
@@ -614,6 +614,60 @@ CHARGED = {"c1//n1": {"nvidia.com/gpu": 2, "pods": 1}}
     ],
 )
 def test_a_decided_bind_charges_its_node_until_the_watch_shows_it(
+    steps: list[Step], assumed: dict[str, dict[str, int]]
+) -> None:
+    assert play(steps).state.assumed == assumed
+
+
+# A preemption's nomination holds the room the same way, until the watch shows the patch.
+
+NOMINATE = Patch(
+    "c1", "Pod", "ns", "p1", patch={"status": {"nominatedNodeName": "n1"}}, subresource="status"
+)
+NOMINATED = replace(GPU_POD, nominated="n1", rv="2")
+
+
+@pytest.mark.parametrize(
+    ("steps", "assumed"),
+    [
+        ([seen(GPU_POD, "ADDED"), Decide((NOMINATE,))], CHARGED),
+        ([seen(GPU_POD, "ADDED"), Decide((NOMINATE,)), Reply(ok=True, rv="2")], CHARGED),
+        ([seen(GPU_POD, "ADDED"), Decide((NOMINATE,)), Reply(ok=False)], {}),
+        (
+            [seen(GPU_POD, "ADDED"), Decide((NOMINATE,)), Reply(ok=True, rv="2"), seen(NOMINATED)],
+            {},
+        ),
+        ([seen(GPU_POD, "ADDED"), Decide((NOMINATE,)), gone(GPU_POD)], {}),
+        # Not a nomination: a patch of the pod's labels, or of another status field.
+        ([seen(GPU_POD, "ADDED"), Decide((PATCH,))], {}),
+        (
+            [
+                seen(GPU_POD, "ADDED"),
+                Decide((replace(NOMINATE, patch={"status": {"conditions": []}}),)),
+            ],
+            {},
+        ),
+        # Letting a nomination go (null) claims nothing.
+        (
+            [
+                seen(NOMINATED, "ADDED"),
+                Decide((replace(NOMINATE, patch={"status": {"nominatedNodeName": None}}),)),
+            ],
+            {},
+        ),
+    ],
+    ids=[
+        "decided",
+        "carried-out-not-yet-watched",
+        "failed",
+        "watched",
+        "pod-gone",
+        "labels",
+        "other-status",
+        "cleared",
+    ],
+)
+def test_a_decided_nomination_charges_its_node_until_the_watch_shows_it(
     steps: list[Step], assumed: dict[str, dict[str, int]]
 ) -> None:
     assert play(steps).state.assumed == assumed

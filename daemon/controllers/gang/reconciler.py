@@ -778,7 +778,7 @@ class GangReconciler:
         lowest = view.lowest_priority()
         if not spec.preempts or lowest is None or lowest >= spec.priority:
             return False
-        view = view.free_nominations(spec.key, found.pending)
+        shared, view = view, view.free_nominations(spec.key, found.pending)
         going, candidates = self._victim_units(view, spec)
         if going:
             # Room already on its way out: enough once it is gone?
@@ -787,6 +787,7 @@ class GangReconciler:
             slots = self._place(freed, levels, group)
             if not isinstance(slots, str):
                 self._await_victims(step, spec, found, going, slots)
+                self._nominate(step, shared, slots)
                 return True
         else:
             freed = view
@@ -816,7 +817,7 @@ class GangReconciler:
         for unit in victims:
             for pod in unit.pods:
                 step.patch_pod(spec.cluster, pod, _disruption(message, stamp))
-        self._nominate(step, spec.cluster, slots)
+        self._nominate(step, shared, slots)
         step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
         step.reason(
             f"Preempting: {spec.namespace}/{spec.name} (priority {spec.priority}) evicts "
@@ -900,22 +901,30 @@ class GangReconciler:
         going: Sequence[preempt.Unit],
         slots: Slots,
     ) -> None:
-        """The gang fits once the leaving pods are gone: delete the marked ones not yet being
-        deleted, keep its nominations where it now fits, and wait."""
-        marked = [p for u in going for p in u.pods if p.deletion_ts is None]
+        """The gang fits once the leaving pods are gone: delete the marked ones it needs gone
+        (units on the nodes it is placed on; another preemptor's victims are that one's to
+        delete) not yet being deleted, and wait (the caller keeps its nominations where it
+        now fits)."""
+        nodes = {node for _, node in slots}
+        needed = [u for u in going if any(p.node_name in nodes for p in u.pods)]
+        marked = [p for u in needed for p in u.pods if p.deletion_ts is None]
         step.delete(spec.cluster, marked)
-        self._nominate(step, spec.cluster, slots)
         step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
-        gone = sum(len(u.pods) for u in going)
+        gone = sum(len(u.pods) for u in needed)
         step.reason(
             f"WaitingForPreemption: {gone} victim pod(s) still to go, {len(marked)} deleted now"
         )
         step.wake(step.now + self.retry_first_ms)
 
-    def _nominate(self, step: _Step, cluster: str, slots: Slots) -> None:
-        for pod, node in slots:
-            if pod.nominated != node:
-                step.patch_pod(cluster, pod, {"status": {"nominatedNodeName": node}}, "merge")
+    def _nominate(self, step: _Step, view: ClusterView, slots: Slots) -> None:
+        """Hold the nodes `slots` name for their pending pods until the preemption is done:
+        the pods' ``nominatedNodeName``, which the fold charges to the node from the decision
+        on (`events.expectations`), and the pass's `view` charged now, so that no other gang
+        decided from either takes that room (two preemptors never claim one victim)."""
+        moved = [(pod, node) for pod, node in slots if pod.nominated != node]
+        for pod, node in moved:
+            step.patch_pod(view.cluster, pod, {"status": {"nominatedNodeName": node}}, "merge")
+        view.assume(moved)
 
     def _forget_nominations(self, step: _Step, spec: GroupSpec, found: Members) -> None:
         """A gang that gives up waiting for its preemption lets go of the room held for it
@@ -1254,8 +1263,7 @@ class GangReconciler:
                 self._admit(step, view, group.spec, slots, group.members.bound)
                 continue
             # Bound once the leaders run; the room stays theirs meanwhile.
-            view.assume(slots)
-            self._nominate(step, group.spec.cluster, slots)
+            self._nominate(step, view, slots)
             step.condition(
                 group.spec,
                 SCHEDULED,

@@ -274,3 +274,51 @@ def test_a_preemption_cut_short_after_some_marks_is_finished_where_it_began() ->
     decision = world.decide(key("hi"))
     marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
     assert marked == {f"lo-{i}" for i in range(3, 8)}
+
+
+def _two_preemptors() -> GangWorld:
+    """Each rack held by a low group evicted whole (rack 0's the lighter: priority 5 against
+    10), and two gangs of priority 100 waiting for a rack each."""
+    world = GangWorld(nodes())
+    admitted = [{"type": SCHEDULED, "status": "True", "reason": "Scheduled", "message": ""}]
+    for lo, rack, priority in (("lo0", "b0-r0", 5), ("lo1", "b0-r1", 10)):
+        group = podgroup(lo, 2, disruption={"all": {}}, priority=priority)
+        world.add(
+            msgspec.structs.replace(group, status={"conditions": admitted}),
+            *(running(f"{lo}-{h}", f"{rack}-h{h}", 8, priority, lo) for h in range(2)),
+        )
+    for hi in ("hi1", "hi2"):
+        world.add(podgroup(hi, 2, priority=100, topology_key=RACK), *members(hi, 2, gpus=8))
+    return world
+
+
+@pytest.mark.parametrize(
+    "between",
+    ["one cycle", "the first decision logged, its patches not yet watched"],
+)
+def test_two_preemptors_never_claim_one_victim(between: str) -> None:
+    world = _two_preemptors()
+    first = world.decide(key("hi1"))
+    assert first is not None
+    if between != "one cycle":
+        world.log(key("hi1"), first)
+    second = world.decide(key("hi2"))
+    assert second is not None
+    claims = []
+    for decision in (first, second):
+        patches = _pod_patches(decision)
+        marked = {n for n, s in patches.items() if "conditions" in s}
+        racks = {
+            world.rack_of(s["nominatedNodeName"])
+            for s in patches.values()
+            if "nominatedNodeName" in s
+        }
+        claims.append((marked, racks))
+    assert claims == [({"lo0-0", "lo0-1"}, {"b0-r0"}), ({"lo1-0", "lo1-1"}, {"b0-r1"})]
+
+
+def test_a_preemptor_deletes_only_the_victims_it_marked_room_on() -> None:
+    world = _two_preemptors()
+    world.run(key("hi1"))
+    world.run(key("hi2"))
+    assert deletes(world.decide(key("hi1"))) == ["lo0-0", "lo0-1"]
