@@ -9,7 +9,13 @@ phase in a namespace of its own, removed before the next phase starts:
 
 - `block`: one PodGroup of 1,000 one-GPU pods (gang minCount 1,000) required inside one block;
 - `racks`: 200 PodGroups of 2–16 one-GPU pods (sizes from a fixed seed, 1,768 pods), each
-  required inside one rack; any order of placing them fits the 16 racks of 128 GPUs.
+  required inside one rack; any order of placing them fits the 16 racks of 128 GPUs;
+- `wave`: a preemption wave. 32 low-priority PodGroups of 8 whole-node (8-GPU) pods, each
+  required inside one rack and disrupted whole (`disruptionMode: {all: {}}`), fill every node;
+  once all are bound, 6 high-priority PodGroups (16, 8, 8, 16, 8, 8 whole-node pods, each
+  required inside one rack) arrive together. They fit only by preemption, and the fewest victims
+  are 8 low groups (64 pods): one per 8-pod gang, two per 16-pod gang. Its figures are those of
+  the high groups, from their creation on, plus the low pods deleted while they were placed.
 
 Per scheduler, from a watch of the phase's pods: for each group, the time from its last pod
 created (the create call answered) to all its pods bound (the watch showing `nodeName`),
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -59,6 +66,8 @@ CREATORS = 8
 # A phase ends when every pod is bound, or when no pod has been bound for STALL s once all
 # exist (what is left is then reported as not admitted), or after LIMIT s.
 STALL, LIMIT = 60.0, 900.0
+# A namespace's Events are written once they have not changed for QUIET s.
+QUIET = 3.0
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # Condition types a PodGroup's admission is written as: kbatchd's, kube-scheduler 1.37's.
 SCHEDULED = ("PodGroupScheduled", "PodGroupInitiallyScheduled")
@@ -70,6 +79,18 @@ class Scenario:
     title: str
     level: str  # the label every group must stay inside
     sizes: tuple[int, ...]  # pods per group
+    gpus: int = 1  # per pod
+    priority_class: str = ""
+    whole: bool = False  # disrupted whole (disruptionMode all), or pod by pod
+    prefix: str = "g"
+
+    def groups(self) -> list[tuple[str, list[str]]]:
+        """Each group's name and its pods' names."""
+        groups = []
+        for g, size in enumerate(self.sizes):
+            name = f"{self.prefix}{g:03d}"
+            groups.append((name, [f"{name}-{p}" for p in range(size)]))
+        return groups
 
 
 def rack_sizes() -> tuple[int, ...]:
@@ -88,38 +109,59 @@ SCENARIOS = (
         "racks", f"{RACK_GANGS} gangs of 2–16 pods, each required rack", RACK_LABEL, rack_sizes()
     ),
 )
+# Priority classes of the wave, made once for the run.
+CLASSES = {"bench-low": 100, "bench-high": 1000}
+FILL = Scenario(
+    "fill", "32 low gangs of 8 whole nodes", RACK_LABEL, (8,) * 32, 8, "bench-low", True, "l"
+)
+WAVE = Scenario(
+    "wave",
+    "a wave of 6 high gangs (64 whole nodes) over 32 low ones filling every node",
+    RACK_LABEL,
+    (16, 8, 8, 16, 8, 8),
+    8,
+    "bench-high",
+    prefix="h",
+)
+FEWEST_VICTIMS = 8  # low groups: 512 GPUs needed, 64 freed by each
 
 
 def _objects(
     scenario: Scenario, scheduler: str, namespace: str
 ) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     gangs = []
-    for g, size in enumerate(scenario.sizes):
-        name = f"g{g:03d}"
+    priority = {"priorityClassName": scenario.priority_class} if scenario.priority_class else {}
+    for name, members in scenario.groups():
+        spec: dict[str, Any] = {
+            "schedulingPolicy": {"gang": {"minCount": len(members)}},
+            "schedulingConstraints": {"topology": [{"key": scenario.level}]},
+            **priority,
+        }
+        if scenario.whole:
+            spec["disruptionMode"] = {"all": {}}
         group = {
             "apiVersion": f"{GROUP}/{API}",
             "kind": "PodGroup",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "schedulingPolicy": {"gang": {"minCount": size}},
-                "schedulingConstraints": {"topology": [{"key": scenario.level}]},
-            },
+            "spec": spec,
         }
-        one_gpu = {"requests": {GPU: "1"}, "limits": {GPU: "1"}}
+        gpus = {"requests": {GPU: str(scenario.gpus)}, "limits": {GPU: str(scenario.gpus)}}
         pods = [
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{name}-{p}", "namespace": namespace},
+                "metadata": {"name": member, "namespace": namespace},
                 "spec": {
                     "schedulerName": scheduler,
                     "schedulingGroup": {"podGroupName": name},
                     "restartPolicy": "Never",
+                    # Victims go at once: a preemption waits out their grace period.
                     "terminationGracePeriodSeconds": 0,
-                    "containers": [{"name": "main", "image": "x", "resources": one_gpu}],
+                    "containers": [{"name": "main", "image": "x", "resources": gpus}],
+                    **priority,
                 },
             }
-            for p in range(size)
+            for member in members
         ]
         gangs.append((group, pods))
     return gangs
@@ -159,12 +201,21 @@ class _Phase:
     namespace: str
     created: dict[str, float] = field(default_factory=dict)  # pod -> its create answered
     bound: dict[str, tuple[float, str]] = field(default_factory=dict)  # pod -> (seen, node)
+    deleted: set[str] = field(default_factory=set)
     start: float = 0.0
     changed: anyio.Event = field(default_factory=anyio.Event)
+    members: frozenset[str] = frozenset()
 
-    def seen(self, pod: _Pod) -> None:
-        if pod.spec.nodeName and pod.metadata.name not in self.bound:
-            self.bound[pod.metadata.name] = (time.perf_counter(), pod.spec.nodeName)
+    def __post_init__(self) -> None:
+        self.members = frozenset(p for _, pods in self.scenario.groups() for p in pods)
+
+    def seen(self, kind: str, pod: _Pod) -> None:
+        """Deletions of any pod of the namespace, bindings of the scenario's pods."""
+        name = pod.metadata.name
+        if kind == "DELETED":
+            self.deleted.add(name)
+        elif pod.spec.nodeName and name not in self.bound and name in self.members:
+            self.bound[name] = (time.perf_counter(), pod.spec.nodeName)
             self.changed.set()
             self.changed = anyio.Event()
 
@@ -190,7 +241,7 @@ async def _watch(api: client.ApiClient, phase: _Phase, version: str) -> None:
                 if event.type == "ERROR":
                     raise RuntimeError(f"watch of {phase.namespace}: {line[:300]!r}")
                 version = event.object.metadata.resourceVersion or version
-                phase.seen(event.object)
+                phase.seen(event.type, event.object)
 
 
 async def _ok(answer: Any, what: str) -> None:
@@ -264,9 +315,12 @@ async def _remove(api: client.ApiClient, name: str) -> None:
     await eventually(gone, within=300, what=f"namespace {name} removed")
 
 
-async def _play(api: client.ApiClient, scenario: Scenario, scheduler: str) -> _Phase:
-    phase = _Phase(scenario, scheduler, f"{scenario.name}-{scheduler}")
-    await _namespace(api, phase.namespace)
+async def _play(
+    api: client.ApiClient, scenario: Scenario, scheduler: str, namespace: str
+) -> _Phase:
+    """The scenario's gangs created in `namespace` (made already), and its pods watched until
+    all are bound or the phase gives up."""
+    phase = _Phase(scenario, scheduler, namespace)
     answer: Any = await client.CoreV1Api(api).list_namespaced_pod(
         phase.namespace, _preload_content=False
     )
@@ -368,6 +422,9 @@ class Result:
     calls: Calls
     one_domain: int  # admitted groups inside one domain of their level
     not_admitted: dict[str, str]  # group -> its condition (or what is known)
+    # The groups that were there before (a wave's low ones): those that lost pods while the
+    # scenario was placed -> (pods deleted, pods it had).
+    victims: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _result(
@@ -378,9 +435,7 @@ def _result(
 ) -> Result:
     scenario = phase.scenario
     latencies, not_admitted, one_domain = {}, {}, 0
-    for g, size in enumerate(scenario.sizes):
-        name = f"g{g:03d}"
-        pods = [f"{name}-{p}" for p in range(size)]
+    for name, pods in scenario.groups():
         if all(p in phase.bound for p in pods):
             done = max(phase.bound[p][0] for p in pods)
             latencies[name] = done - max(phase.created[p] for p in pods)
@@ -390,7 +445,7 @@ def _result(
             condition = _condition(groups.get(name, {}))
             bound = sum(p in phase.bound for p in pods)
             not_admitted[name] = (
-                f"{bound}/{size} bound; {condition.get('type', 'no condition')}="
+                f"{bound}/{len(pods)} bound; {condition.get('type', 'no condition')}="
                 f"{condition.get('status', '')} {condition.get('reason', '')}: "
                 f"{condition.get('message', '')}"
             )
@@ -403,9 +458,7 @@ async def _scheduled_written(api: client.ApiClient, phase: _Phase) -> dict[str, 
     """The phase's PodGroups once every admitted one says so in its status (or after 15 s):
     the status write belongs to the phase's calls."""
     admitted = {
-        f"g{g:03d}"
-        for g, size in enumerate(phase.scenario.sizes)
-        if all(f"g{g:03d}-{p}" in phase.bound for p in range(size))
+        name for name, pods in phase.scenario.groups() if all(p in phase.bound for p in pods)
     }
     groups: dict[str, dict[str, Any]] = {}
     with anyio.move_on_after(15):
@@ -416,6 +469,34 @@ async def _scheduled_written(api: client.ApiClient, phase: _Phase) -> dict[str, 
                 break
             await anyio.sleep(0.5)
     return groups
+
+
+class _Event(msgspec.Struct):
+    count: int = 0
+
+
+class _Events(msgspec.Struct):
+    items: list[_Event]
+
+
+async def _quiet(api: client.ApiClient, namespace: str) -> None:
+    """Until the namespace's Events have stood still for QUIET s (at most 60 s): both
+    schedulers write theirs after the fact, and those of what went before (the fill's
+    bindings) must not be counted as calls of what comes next."""
+    core = client.CoreV1Api(api)
+    decoder = msgspec.json.Decoder(_Events)
+    last: tuple[int, int] | None = None
+    since = time.perf_counter()
+    with anyio.move_on_after(60):
+        while True:
+            answer: Any = await core.list_namespaced_event(namespace, _preload_content=False)
+            items = decoder.decode(await answer.read()).items
+            now, seen = time.perf_counter(), (len(items), sum(e.count for e in items))
+            if seen != last:
+                last, since = seen, now
+            elif now - since >= QUIET:
+                return
+            await anyio.sleep(0.5)
 
 
 async def _schedulable(api: client.ApiClient) -> None:
@@ -432,20 +513,53 @@ async def _schedulable(api: client.ApiClient) -> None:
     await eventually(untainted, within=300, what="every node without taints")
 
 
+async def _priority_classes(api: client.ApiClient) -> None:
+    scheduling = client.SchedulingV1Api(api)
+    for name, value in CLASSES.items():
+        body: Any = {"metadata": {"name": name}, "value": value}
+        await scheduling.create_priority_class(body)
+
+
 async def _phase(
-    api: client.ApiClient, plane: ControlPlane, scenario: Scenario, scheduler: str
+    api: client.ApiClient,
+    plane: ControlPlane,
+    scenario: Scenario,
+    scheduler: str,
+    fill: Scenario | None = None,
 ) -> Result:
+    """The scenario played by `scheduler` in a namespace of its own; with `fill`, once the
+    fill's gangs are all bound there, and what the scenario took of them."""
     print(f"gang_vs_scheduler: {scenario.name} with {scheduler}", flush=True)
+    namespace = f"{scenario.name}-{scheduler}"
+    await _namespace(api, namespace)
+    if fill is not None:
+        filled = await _play(api, fill, scheduler, namespace)
+        took = max((t for t, _ in filled.bound.values()), default=filled.start) - filled.start
+        print(
+            f"  {fill.name}: {len(filled.bound)}/{sum(fill.sizes)} pods bound in {took:.1f} s",
+            flush=True,
+        )
+        if len(filled.bound) < sum(fill.sizes):
+            await _remove(api, namespace)
+            raise RuntimeError(
+                f"{scheduler} bound {len(filled.bound)} of the {sum(fill.sizes)} pods of "
+                f"{fill.title}: the {scenario.name} scenario needs them all"
+            )
+        await _quiet(api, namespace)
     offset = plane.audit_log.stat().st_size
     begin = datetime.now(UTC)
-    phase = await _play(api, scenario, scheduler)
+    phase = await _play(api, scenario, scheduler, namespace)
     groups = await _scheduled_written(api, phase)
+    await _quiet(api, namespace)
     await anyio.sleep(1)  # the audit log is written as requests complete
     end = datetime.now(UTC)
     calls = count_calls(plane.audit_log, offset, begin, end)[scheduler]
     nodes = await client.CoreV1Api(api).list_node()
     labels = {n.metadata.name: dict(n.metadata.labels or {}) for n in nodes.items}
     result = _result(phase, groups, labels, calls)
+    for name, pods in fill.groups() if fill is not None else ():
+        if lost := sum(p in phase.deleted for p in pods):
+            result.victims[name] = (lost, len(pods))
     print(
         f"  {len(result.latencies)}/{len(scenario.sizes)} groups admitted, "
         f"{len(phase.bound):,}/{sum(scenario.sizes):,} pods bound; calls: "
@@ -454,6 +568,8 @@ async def _phase(
     )
     for name, why in sorted(result.not_admitted.items())[:5]:
         print(f"  not admitted: {name}: {why}", flush=True)
+    if fill is not None:
+        print(f"  victims: {_victims(result)}", flush=True)
     await _remove(api, phase.namespace)
     return result
 
@@ -466,8 +582,17 @@ def _seconds(values: list[float]) -> str:
     return f"median {statistics.median(values):.2f} s, max {max(values):.2f} s"
 
 
+def _victims(result: Result) -> str:
+    whole = sum(lost == size for lost, size in result.victims.values())
+    pods = sum(lost for lost, _ in result.victims.values())
+    return (
+        f"{len(result.victims)} groups ({whole} whole, {len(result.victims) - whole} in part), "
+        f"{pods} pods"
+    )
+
+
 def report(table: Table, results: list[Result]) -> None:
-    for scenario in SCENARIOS:
+    for scenario in (*SCENARIOS, WAVE):
         mine = {r.scheduler: r for r in results if r.scenario is scenario}
         if len(mine) < 2:
             continue
@@ -498,6 +623,11 @@ def report(table: Table, results: list[Result]) -> None:
                 )
             ),
         )
+        if scenario is WAVE:
+            table.add(
+                f"{where}: low groups evicted (the fewest that make room: {FEWEST_VICTIMS} whole)",
+                both(_victims),
+            )
         only = []
         for one, other in ((KBATCHD, DEFAULT), (DEFAULT, KBATCHD)):
             for name in sorted(mine[one].latencies):
@@ -506,7 +636,10 @@ def report(table: Table, results: list[Result]) -> None:
         table.add(f"{where}: admitted by one only", "; ".join(only) or "none")
 
 
-async def run(table: Table) -> None:
+async def run(table: Table, only: frozenset[str] = frozenset()) -> None:
+    """Every scenario, or those named in `only`."""
+    plain = [s for s in SCENARIOS if not only or s.name in only]
+    wave = not only or WAVE.name in only
     print(f"gang_vs_scheduler: kbatchd and kube-scheduler {VERSION} on {TOPOLOGY}", flush=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -522,17 +655,25 @@ async def run(table: Table) -> None:
             config = daemon_config(tmp, plane.kbatchd_kubeconfig, cluster="real")
             async with kube_client(plane.admin_kubeconfig) as api:
                 await _schedulable(api)
+                await _priority_classes(api)
                 async with running_daemon(config):
-                    for scenario in SCENARIOS:
+                    for scenario in plain:
                         results.append(await _phase(api, plane, scenario, KBATCHD))
-                for scenario in SCENARIOS:
+                    if wave:
+                        results.append(await _phase(api, plane, WAVE, KBATCHD, FILL))
+                for scenario in plain:
                     results.append(await _phase(api, plane, scenario, DEFAULT))
+                if wave:
+                    results.append(await _phase(api, plane, WAVE, DEFAULT, FILL))
         finally:
-            if len(results) < 2 * len(SCENARIOS):
+            if len(results) < 2 * (len(plain) + wave):
                 print(plane.logs("kube-scheduler", 30), flush=True)
             await anyio.to_thread.run_sync(plane.stop)
     report(table, results)
 
 
 if __name__ == "__main__":
-    eventloop.run(run, Table())
+    # `python -m tests.bench.gang_vs_scheduler [block] [racks] [wave]`: those scenarios only.
+    table = Table()
+    eventloop.run(run, table, frozenset(sys.argv[1:]))
+    print(table.render())
