@@ -319,6 +319,13 @@ class ClusterView:
         return self.room(None).get((), {})
 
 
+def restrict_to(configured: tuple[str, ...], level: str, domain: tuple[str, ...]) -> Restrict:
+    """The labels a placement is confined to for one domain of `level` (`domain_of`'s
+    values, from the widest configured level down)."""
+    keys = configured[: configured.index(level) + 1] if level in configured else (level,)
+    return tuple(sorted(zip(keys, domain, strict=True)))
+
+
 def domain_of(
     labels: Mapping[str, str], levels: tuple[str, ...], level: str | None
 ) -> tuple[str, ...] | None:

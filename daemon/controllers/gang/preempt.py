@@ -14,22 +14,41 @@ which lower-priority pods and PodGroups a waiting gang evicts to get room.
   check, which runs the group algorithm once instead of once per unit. The rest are the
   victims: the fewest priority-weighted pods the order allows.
 
-This module is the pure part: the units and the reverse pass. The reconciler builds the
-units from the state, places the gang, and writes the eviction (`gang.reconciler`).
+This module is the planner: the units of a cluster, where the gang goes, and the reverse
+pass, given the group algorithm as a function (`Place`, as upstream hands its preemption the
+pod group scheduling function). It decides nothing and writes nothing: the gang reconciler
+marks, nominates and deletes (`gang.reconciler`); the multi-cluster dispatcher asks it what a
+workload would cost in each worker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import msgspec
 
-from daemon.controllers.gang.place import Amounts, demand, fits
-from events.objects import Pod
+from daemon.controllers.gang.place import (
+    Amounts,
+    ClusterView,
+    Restrict,
+    Slots,
+    add_free,
+    demand,
+    domain_of,
+    fits,
+    restrict_to,
+)
+from daemon.controllers.gang.projection import group_priority
+from daemon.controllers.gang.spec import GangSpecError, evicted_whole
+from events.objects import Pod, PodGroup
+from events.state import State
 
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTED_REASON: Final = "PreemptionByScheduler"
+# A gang confined to one domain is tried in at most this many domains, the lightest first.
+PREEMPT_DOMAINS: Final = 8
 
 
 class Unit(msgspec.Struct, frozen=True):
@@ -120,3 +139,153 @@ def describe(victims: Sequence[Unit]) -> str:
     names = ", ".join(f"{u.name} (priority {u.priority})" for u in victims[:4])
     more = f" and {len(victims) - 4} more" if len(victims) > 4 else ""
     return f"{len(victims)} victim(s), {pods} pod(s): {names}{more}"
+
+
+# -- the planner --------------------------------------------------------------------------------
+
+# The group algorithm: the gang's pending pods placed on a view, inside a domain (`()`:
+# anywhere it may go), or why they do not fit.
+Place = Callable[[ClusterView, Restrict], "Slots | str"]
+
+
+@dataclass(frozen=True)
+class Preemptor:
+    """Who asks for room: a PodGroup (or a workload not yet in the cluster) at `priority`."""
+
+    namespace: str
+    name: str
+    priority: int
+    pending: Sequence[Pod]  # the pods to place
+    level: str | None  # the level all of them must share, if any
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Room for a preemptor: the nodes it goes on, and the units that must go first.
+    `waiting`: they are on their way out already (marked or being deleted), so nothing new
+    is evicted."""
+
+    slots: Slots
+    victims: list[Unit]
+    spared: list[Unit]
+    waiting: bool = False
+
+
+def units(view: ClusterView, preemptor: Preemptor) -> tuple[list[Unit], list[Unit]]:
+    """The units of lower priority than `preemptor` bound in the view's cluster: (those
+    already leaving, the candidates). A group evicted whole is one unit with all its bound
+    members; its members already leaving are a unit of their own, the rest another."""
+    state, cluster = view.state, view.cluster
+    pods, node_pods, podgroups = state.pods, state.topology.node_pods, state.podgroups
+    going: list[Unit] = []
+    candidates: list[Unit] = []
+    whole: dict[str, tuple[Unit, Unit]] = {}
+    for node in view.nodes:
+        for pod_key in sorted(node_pods.get(f"{cluster}//{node.name}", ())):
+            pod = pods.get(pod_key)
+            if pod is None or pod.terminal:
+                continue
+            if pod.pod_group:
+                if pod.namespace == preemptor.namespace and pod.pod_group == preemptor.name:
+                    continue  # its own members
+                group_key = f"{cluster}/{pod.namespace}/{pod.pod_group}"
+                podgroup = podgroups.get(group_key)
+                if podgroup is not None and _whole(podgroup):
+                    if group_key not in whole and group_priority(podgroup) < preemptor.priority:
+                        whole[group_key] = _group_units(state, group_key, podgroup)
+                    continue
+            if pod.priority >= preemptor.priority:
+                continue
+            unit = pod_unit(pod)
+            (going if leaving(pod) else candidates).append(unit)
+    for staying, left in whole.values():
+        if staying.pods:
+            candidates.append(staying)
+        if left.pods:
+            going.append(left)
+    return going, candidates
+
+
+def plan(view: ClusterView, place: Place, preemptor: Preemptor) -> Plan | str:
+    """Room for `preemptor` on `view` by evicting lower-priority units, or why there is none.
+    Room already on its way out comes first: if the preemptor fits once the leaving units are
+    gone, it waits for those among them on its nodes. Otherwise every candidate is taken out,
+    the preemptor placed once (`lightest`), and the reverse pass spares what it can."""
+    going, candidates = units(view, preemptor)
+    freed = view
+    if going:
+        freed = view.copy()
+        freed.release([(p, p.node_name) for u in going for p in u.pods])
+        slots = place(freed, ())
+        if not isinstance(slots, str):
+            nodes = {node for _, node in slots}
+            needed = [u for u in going if any(p.node_name in nodes for p in u.pods)]
+            return Plan(slots, needed, [], waiting=True)
+    if not candidates:
+        return "no lower-priority pod or group to evict"
+    trial = freed.copy()
+    trial.release([(p, p.node_name) for u in candidates for p in u.pods])
+    slots = lightest(trial, place, preemptor, candidates)
+    if isinstance(slots, str):
+        return f"{len(candidates)} lower-priority unit(s) would not make room: {slots}"
+    trial.assume(slots)
+    taken = {node for _, node in slots}
+    slack: dict[str, Amounts] = {}
+    for info in trial.infos():
+        if info.name in taken:
+            add_free(slack.setdefault(info.name, {}), info)
+    victims, spared = reprieve(candidates, slack)
+    return Plan(slots, victims, spared)
+
+
+def lightest(
+    view: ClusterView, place: Place, preemptor: Preemptor, candidates: Sequence[Unit]
+) -> Slots | str:
+    """Where the preemptor goes once every candidate is gone. One confined to one domain is
+    tried in the domains of the fewest priority-weighted candidate pods first (then by
+    name), so that the reverse pass starts from the cheapest room; else wherever placement
+    puts it."""
+    level = preemptor.level
+    configured = view.state.topology.levels
+    if level is None or level not in configured:
+        return place(view, ())
+    weights: dict[tuple[str, ...], int] = {}
+    for unit in candidates:
+        for pod in unit.pods:
+            labels = view.labels_of(pod.node_name)
+            domain = domain_of(labels, configured, level) if labels is not None else None
+            if domain is not None:
+                weights[domain] = weights.get(domain, 0) + max(1, unit.priority)
+    need = demand(preemptor.pending)
+    domains = [d for d, room in view.room(level).items() if fits(need, room)]
+    domains.sort(key=lambda d: (weights.get(d, 0), d))
+    for domain in domains[:PREEMPT_DOMAINS]:
+        slots = place(view, restrict_to(configured, level, domain))
+        if not isinstance(slots, str):
+            return slots
+    return place(view, ())
+
+
+def _whole(podgroup: PodGroup) -> bool:
+    """Whether a group is evicted whole; a malformed mode reads as ``single`` here (the
+    group's own decisions report it)."""
+    try:
+        return evicted_whole(podgroup.spec, "")
+    except GangSpecError:
+        return False
+
+
+def _group_units(state: State, group_key: str, podgroup: PodGroup) -> tuple[Unit, Unit]:
+    """A whole group's bound members: (the unit still to evict, the unit already leaving)."""
+    pods = state.pods
+    bound = [
+        pod
+        for key in sorted(state.group_members.get(group_key, ()))
+        if (pod := pods.get(key)) is not None and pod.node_name and not pod.terminal
+    ]
+    priority = group_priority(podgroup)
+    namespace, name = podgroup.namespace, podgroup.name
+    return (
+        group_unit(namespace, name, priority, [p for p in bound if not leaving(p)]),
+        group_unit(namespace, name, priority, [p for p in bound if leaving(p)]),
+    )

@@ -54,7 +54,6 @@ from daemon.controllers.gang.place import (
     Pass,
     Restrict,
     Slots,
-    add_free,
     anchor,
     demand,
     domain_of,
@@ -63,12 +62,12 @@ from daemon.controllers.gang.place import (
     fits,
     levels_for,
     pod_set,
+    restrict_to,
     short_of,
 )
 from daemon.controllers.gang.projection import (
     QUEUE,
     dirty_group,
-    group_priority,
     workload_name,
 )
 from daemon.controllers.gang.spec import (
@@ -92,7 +91,6 @@ from daemon.controllers.gang.spec import (
     Members,
     composite_spec,
     conditions_of,
-    evicted_whole,
     group_spec,
     max_requests,
     members,
@@ -124,8 +122,6 @@ ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_R
 WAITING_FOR_PREEMPTION: Final = (
     "WaitingForPreemption: pod group is waiting for preemption to complete"
 )
-# How many domains (the lightest in victims first) a preemption tries to place a gang in.
-PREEMPT_DOMAINS: Final = 8
 # How many waiting groups in a row that the free room cannot hold a queue pass looks past
 # before it stops: a bound on the pass's work, not on who gets room (every waiting group is
 # also retried on its own schedule).
@@ -779,142 +775,50 @@ class GangReconciler:
         if not spec.preempts or lowest is None or lowest >= spec.priority:
             return False
         shared, view = view, view.free_nominations(spec.key, found.pending)
-        going, candidates = self._victim_units(view, spec)
-        if going:
-            # Room already on its way out: enough once it is gone?
-            freed = view.copy()
-            freed.release([(p, p.node_name) for u in going for p in u.pods])
-            slots = self._place(freed, levels, group)
-            if not isinstance(slots, str):
-                self._await_victims(step, spec, found, going, slots)
-                self._nominate(step, shared, slots)
-                return True
+        preemptor = preempt.Preemptor(
+            spec.namespace, spec.name, spec.priority, found.pending, self._required(group)
+        )
+
+        def place(on: ClusterView, within: Restrict) -> Slots | str:
+            return self._place(on, levels, group, within=within)
+
+        found_plan = preempt.plan(view, place, preemptor)
+        if isinstance(found_plan, str):
+            step.reason(f"NotPreempting: {found_plan}")
+            return False
+        if found_plan.waiting:
+            self._await_victims(step, spec, found_plan.victims)
         else:
-            freed = view
-        if not candidates:
-            return False
-        trial = freed.copy()
-        trial.release([(p, p.node_name) for u in candidates for p in u.pods])
-        slots = self._lightest(trial, levels, group, candidates)
-        if isinstance(slots, str):
-            step.reason(
-                f"NotPreempting: {len(candidates)} lower-priority unit(s) would not make room: "
-                f"{slots}"
-            )
-            return False
-        trial.assume(slots)
-        taken = {node for _, node in slots}
-        slack: dict[str, dict[str, int]] = {}
-        for info in trial.infos():
-            if info.name in taken:
-                add_free(slack.setdefault(info.name, {}), info)
-        victims, spared = preempt.reprieve(candidates, slack)
+            self._mark_victims(step, spec, found_plan)
+        self._nominate(step, shared, found_plan.slots)
+        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
+        step.wake(step.now + self.retry_first_ms)
+        return True
+
+    def _mark_victims(self, step: _Step, spec: GroupSpec, found: preempt.Plan) -> None:
         message = (
             f"{self.scheduler_name}: preempting to accommodate a higher priority podgroup "
             f"{spec.namespace}/{spec.name}"
         )
         stamp = rfc3339(step.now)
-        for unit in victims:
+        for unit in found.victims:
             for pod in unit.pods:
                 step.patch_pod(spec.cluster, pod, _disruption(message, stamp))
-        self._nominate(step, shared, slots)
-        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
         step.reason(
             f"Preempting: {spec.namespace}/{spec.name} (priority {spec.priority}) evicts "
-            f"{preempt.describe(victims)} (weight {preempt.weight(victims)}); "
-            f"{len(spared)} lower-priority unit(s) spared"
+            f"{preempt.describe(found.victims)} (weight {preempt.weight(found.victims)}); "
+            f"{len(found.spared)} lower-priority unit(s) spared"
         )
-        step.wake(step.now + self.retry_first_ms)
-        return True
 
-    def _lightest(
-        self,
-        view: ClusterView,
-        levels: tuple[str, ...],
-        group: _Group,
-        candidates: Sequence[preempt.Unit],
-    ) -> Slots | str:
-        """Where the gang goes once every candidate is gone. For a gang confined to one
-        domain, the domains are tried in order of the priority-weighted candidate pods in
-        them (the fewest first; then by name), so that the reverse pass starts from the
-        cheapest room; else wherever placement puts it."""
-        level = self._required(group)
-        configured = view.state.topology.levels
-        if level is None or level not in configured:
-            return self._place(view, levels, group)
-        weights: dict[tuple[str, ...], int] = {}
-        for unit in candidates:
-            for pod in unit.pods:
-                labels = view.labels_of(pod.node_name)
-                domain = domain_of(labels, configured, level) if labels is not None else None
-                if domain is not None:
-                    weights[domain] = weights.get(domain, 0) + max(1, unit.priority)
-        need = demand(group.members.pending)
-        domains = [d for d, room in view.room(level).items() if fits(need, room)]
-        domains.sort(key=lambda d: (weights.get(d, 0), d))
-        for domain in domains[:PREEMPT_DOMAINS]:
-            slots = self._place(view, levels, group, within=_restrict(configured, level, domain))
-            if not isinstance(slots, str):
-                return slots
-        return self._place(view, levels, group)
-
-    def _victim_units(
-        self, view: ClusterView, spec: GroupSpec
-    ) -> tuple[list[preempt.Unit], list[preempt.Unit]]:
-        """The lower-priority units bound in the cluster: (those already leaving, the
-        candidates). A group evicted whole is one unit with all its bound members."""
-        state, cluster = view.state, view.cluster
-        pods, node_pods, podgroups = state.pods, state.topology.node_pods, state.podgroups
-        going: list[preempt.Unit] = []
-        candidates: list[preempt.Unit] = []
-        whole: dict[str, tuple[preempt.Unit, preempt.Unit]] = {}
-        for node in view.nodes:
-            for pod_key in sorted(node_pods.get(f"{cluster}//{node.name}", ())):
-                pod = pods.get(pod_key)
-                if pod is None or pod.terminal:
-                    continue
-                if pod.pod_group:
-                    if pod.namespace == spec.namespace and pod.pod_group == spec.name:
-                        continue  # its own members
-                    group_key = f"{cluster}/{pod.namespace}/{pod.pod_group}"
-                    podgroup = podgroups.get(group_key)
-                    if podgroup is not None and _whole(podgroup):
-                        if group_key not in whole and group_priority(podgroup) < spec.priority:
-                            whole[group_key] = _group_units(state, group_key, podgroup)
-                        continue
-                if pod.priority >= spec.priority:
-                    continue
-                unit = preempt.pod_unit(pod)
-                (going if preempt.leaving(pod) else candidates).append(unit)
-        for staying, leaving in whole.values():
-            if staying.pods:
-                candidates.append(staying)
-            if leaving.pods:
-                going.append(leaving)
-        return going, candidates
-
-    def _await_victims(
-        self,
-        step: _Step,
-        spec: GroupSpec,
-        found: Members,
-        going: Sequence[preempt.Unit],
-        slots: Slots,
-    ) -> None:
-        """The gang fits once the leaving pods are gone: delete the marked ones it needs gone
-        (units on the nodes it is placed on; another preemptor's victims are that one's to
-        delete) not yet being deleted, and wait (the caller keeps its nominations where it
-        now fits)."""
-        nodes = {node for _, node in slots}
-        needed = [u for u in going if any(p.node_name in nodes for p in u.pods)]
-        marked = [p for u in needed for p in u.pods if p.deletion_ts is None]
+    def _await_victims(self, step: _Step, spec: GroupSpec, victims: Sequence[preempt.Unit]) -> None:
+        """The gang fits once its victims, already leaving, are gone: delete those not yet
+        being deleted, and wait. (Another preemptor's victims are that one's to delete.)"""
+        marked = [p for u in victims for p in u.pods if p.deletion_ts is None]
         step.delete(spec.cluster, marked)
-        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
-        gone = sum(len(u.pods) for u in needed)
+        gone = sum(len(u.pods) for u in victims)
         step.reason(
             f"WaitingForPreemption: {gone} victim pod(s) still to go, {len(marked)} deleted now"
         )
-        step.wake(step.now + self.retry_first_ms)
 
     def _nominate(self, step: _Step, view: ClusterView, slots: Slots) -> None:
         """Hold the nodes `slots` name for their pending pods until the preemption is done:
@@ -1294,7 +1198,7 @@ class GangReconciler:
                 return None, f"no {level} has room for its {len(ready)} group(s)"
         why = ""
         for domain in domains:
-            within = _restrict(configured, level, domain) if level is not None else ()
+            within = restrict_to(configured, level, domain) if level is not None else ()
             trial = view.copy()
             plan: list[tuple[_Group, Slots]] = []
             for group in ready:
@@ -1330,7 +1234,7 @@ class GangReconciler:
                     labels = view.labels_of(pod.node_name)
                     domain = domain_of(labels, configured, level) if labels else None
                     if domain is not None:
-                        within = _restrict(configured, level, domain)
+                        within = restrict_to(configured, level, domain)
                         break
                 if within:
                     break
@@ -1541,42 +1445,6 @@ class GangReconciler:
 def _composite(workload: Workload) -> bool:
     """Whether the Workload's groups hang under CompositePodGroups (KEP-6012)."""
     return bool(workload.spec.get("compositePodGroupTemplates"))
-
-
-def _restrict(configured: tuple[str, ...], level: str, domain: tuple[str, ...]) -> Restrict:
-    """The labels a placement is confined to for one domain of `level` (`domain_of`'s
-    values, from the widest configured level down)."""
-    keys = configured[: configured.index(level) + 1] if level in configured else (level,)
-    return tuple(sorted(zip(keys, domain, strict=True)))
-
-
-def _whole(podgroup: PodGroup) -> bool:
-    """Whether a group is evicted whole; a malformed mode reads as ``single`` here (the
-    group's own decisions report it)."""
-    try:
-        return evicted_whole(podgroup.spec, "")
-    except GangSpecError:
-        return False
-
-
-def _group_units(
-    state: State, group_key: str, podgroup: PodGroup
-) -> tuple[preempt.Unit, preempt.Unit]:
-    """A whole group's bound members: (the unit still to evict, the unit already leaving)."""
-    pods = state.pods
-    bound = [
-        pod
-        for key in sorted(state.group_members.get(group_key, ()))
-        if (pod := pods.get(key)) is not None and pod.node_name and not pod.terminal
-    ]
-    priority = group_priority(podgroup)
-    namespace, name = podgroup.namespace, podgroup.name
-    staying = [p for p in bound if not preempt.leaving(p)]
-    leaving = [p for p in bound if preempt.leaving(p)]
-    return (
-        preempt.group_unit(namespace, name, priority, staying),
-        preempt.group_unit(namespace, name, priority, leaving),
-    )
 
 
 def _disruption(message: str, stamp: str) -> dict[str, Any]:
