@@ -224,6 +224,15 @@ class ClusterView:
                 _add(used, pod.requests, -1)
         self._reset()
 
+    def hold(self, room: Mapping[str, Amounts]) -> None:
+        """Charge `room` (node name -> what is held there, ``pods`` included) as used: room
+        promised to someone not yet placed, for a view's first use (caches are dropped)."""
+        for node, amounts in room.items():
+            used = self.used.get(node)
+            if used is not None:
+                add_into(used, amounts)
+        self._reset()
+
     def infos(self) -> list[NodeInfo]:
         """The nodes as placement input. Each one's `used` is the very dict in `self.used`,
         so what `assume` adds shows here without rebuilding the list."""

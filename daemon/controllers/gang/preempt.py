@@ -206,12 +206,18 @@ def units(view: ClusterView, preemptor: Preemptor) -> tuple[list[Unit], list[Uni
     return going, candidates
 
 
-def plan(view: ClusterView, place: Place, preemptor: Preemptor) -> Plan | str:
+def plan(
+    view: ClusterView,
+    place: Place,
+    preemptor: Preemptor,
+    found: tuple[list[Unit], list[Unit]] | None = None,
+) -> Plan | str:
     """Room for `preemptor` on `view` by evicting lower-priority units, or why there is none.
     Room already on its way out comes first: if the preemptor fits once the leaving units are
     gone, it waits for those among them on its nodes. Otherwise every candidate is taken out,
-    the preemptor placed once (`lightest`), and the reverse pass spares what it can."""
-    going, candidates = units(view, preemptor)
+    the preemptor placed once (`lightest`), and the reverse pass spares what it can. `found`:
+    the (leaving, candidate) units, when the caller has narrowed `units`' answer."""
+    going, candidates = units(view, preemptor) if found is None else found
     freed = view
     if going:
         freed = view.copy()
