@@ -62,6 +62,23 @@ class Admission(msgspec.Struct, frozen=True, array_like=True, gc=False):
     binds: dict[str, tuple[str, str]]
 
 
+class Claim(msgspec.Struct, frozen=True, gc=False):
+    """A cross-cluster preemption under way: the workload `preemptor` (its ref in the manager
+    cluster) runs in worker `cluster` once the `victims` (pod keys there) are gone. Until it
+    commits or aborts, no other preemption takes one of those victims or the `room` it will
+    take (node name -> what it takes there, ``pods`` included), which every view of that
+    cluster charges as used. `rank` settles races (the smallest wins); once `evicting`, the
+    claim stands against any rank. Kept by `multicluster.projection`."""
+
+    preemptor: str
+    rank: tuple[int, int, str]
+    cluster: str
+    victims: frozenset[str]
+    room: dict[str, dict[str, int]]
+    deadline: int  # ms
+    evicting: bool = False
+
+
 class BackoffRecord(msgspec.Struct, array_like=True):
     """A Job's pod re-creation back-off (spec A5.4, upstream `backoffRecord`): how many of its
     pods failed since the newest success, and when the newest of those failures finished (ms).
@@ -128,6 +145,9 @@ class State(msgspec.Struct):
     # ``cluster/namespace/podgroup`` -> its admission while not yet seen whole (`Admission`,
     # kept by `gang.projection`).
     admissions: dict[str, Admission] = {}
+    # The manager's workload ref -> its cross-cluster preemption under way (`Claim`, kept by
+    # `multicluster.projection`).
+    claims: dict[str, Claim] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

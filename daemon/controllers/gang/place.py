@@ -158,6 +158,10 @@ class ClusterView:
                 if pod is not None:
                     _add(used, pod.requests)
             self.used[node.name] = used
+        # So does the room a cross-cluster preemption holds for a workload not yet here.
+        for claim in state.claims.values():
+            if claim.cluster == cluster:
+                self.hold(claim.room, reset=False)
         self._levels = state.topology.levels
         self._lowest: tuple[int | None] | None = None
         # The group whose own nominations this view counts as free (`free_nominations`).
@@ -224,14 +228,16 @@ class ClusterView:
                 _add(used, pod.requests, -1)
         self._reset()
 
-    def hold(self, room: Mapping[str, Amounts]) -> None:
+    def hold(self, room: Mapping[str, Amounts], sign: int = 1, *, reset: bool = True) -> None:
         """Charge `room` (node name -> what is held there, ``pods`` included) as used: room
-        promised to someone not yet placed, for a view's first use (caches are dropped)."""
+        promised to someone not yet placed (`sign` -1: given back to the one it is held for),
+        for a view's first use (caches are dropped)."""
         for node, amounts in room.items():
             used = self.used.get(node)
             if used is not None:
-                add_into(used, amounts)
-        self._reset()
+                add_into(used, dict(amounts), sign)
+        if reset:
+            self._reset()
 
     def infos(self) -> list[NodeInfo]:
         """The nodes as placement input. Each one's `used` is the very dict in `self.used`,

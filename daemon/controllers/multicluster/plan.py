@@ -7,10 +7,11 @@ claim: the multi-cluster planner, pure (no state is changed, nothing is written)
 - **Else the lightest preemption.** Each worker's victims come from the in-cluster planner
   (`gang.preempt.plan`); the worker whose victims weigh least (priority-weighted pods) is
   chosen, ties by configured order.
-- **Claims.** A chosen preemption is held as a `Claim`: the preemptor, the worker, the victim
-  pods and the room it will take on each node. While a claim stands, no other preemption takes
-  one of its victims or its room: the claimed room is charged in the worker's view and the
-  claimed victims are no one else's candidates (`options`).
+- **Claims.** A chosen preemption is held as a `Claim` (`events.state`): the preemptor, the
+  worker, the victim pods and the room it will take on each node. While a claim stands, no
+  other preemption takes one of its victims or its room: every view of the worker charges the
+  claimed room (`gang.place.ClusterView`) and the claimed victims are no one else's
+  candidates (`options`).
 - **Races** between preemptors are settled by `rank`: higher priority, then the earlier
   creation, then the smaller UID.
 - **Abort** (`abort_reason`) when a victim cannot be evicted, the worker cannot be reached, or
@@ -36,6 +37,7 @@ from daemon.controllers.gang.place import (
 )
 from daemon.controllers.gang.spec import TopologyRequest, max_requests
 from events.objects import Pod
+from events.state import Claim
 
 Rank = tuple[int, int, str]
 
@@ -57,18 +59,6 @@ class Demand(msgspec.Struct, frozen=True):
 def rank(demand_: Demand) -> Rank:
     """The order in which preemptors are served and races are won: the smallest wins."""
     return (-demand_.priority, demand_.created, demand_.uid)
-
-
-class Claim(msgspec.Struct, frozen=True):
-    """A preemption under way in one worker, as logged: no one else takes its victims or its
-    room until it commits or aborts."""
-
-    preemptor: str  # `Demand.key`
-    rank: Rank
-    cluster: str
-    victims: frozenset[str]  # pod keys, ``cluster/namespace/name``
-    room: dict[str, Amounts]  # node name -> what the preemptor will take there
-    deadline: int  # ms
 
 
 class Option(msgspec.Struct, frozen=True):
@@ -111,23 +101,29 @@ def victim_keys(cluster: str, units: Sequence[preempt.Unit]) -> frozenset[str]:
 def options(
     views: Sequence[ClusterView],
     demand_: Demand,
-    claims: Sequence[Claim],
+    pending: Sequence[Claim] = (),
     unreachable: Collection[str] = (),
 ) -> list[Option]:
     """Each worker's answer for `demand_`, in the order of `views` (the configured order).
-    Other preemptors' claims hold their room and their victims in every answer."""
+    Other preemptors' claims hold their room and their victims in every answer: those in the
+    state (which every view charges) and `pending` ones, decided but not yet folded."""
     answers = []
     for view in views:
         cluster = view.cluster
         if cluster in unreachable:
             answers.append(Option(cluster, refused="unreachable"))
             continue
-        theirs = [c for c in claims if c.cluster == cluster and c.preemptor != demand_.key]
+        logged = [c for c in view.state.claims.values() if c.cluster == cluster]
+        fresh = [c for c in pending if c.cluster == cluster and c.preemptor != demand_.key]
+        own = [c for c in logged if c.preemptor == demand_.key]
         held = view
-        if theirs:
+        if fresh or own:
             held = view.copy()
-            for claim in theirs:
+            for claim in fresh:
                 held.hold(claim.room)
+            for claim in own:  # the room held for it is its own
+                held.hold(claim.room, -1)
+        theirs = [c for c in (*logged, *fresh) if c.preemptor != demand_.key]
         slots = place_pods(held, demand_)
         if not isinstance(slots, str):
             answers.append(Option(cluster, tuple(slots)))

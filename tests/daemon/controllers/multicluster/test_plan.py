@@ -12,7 +12,6 @@ from msgspec.structs import replace
 from daemon.controllers.gang.place import ClusterView
 from daemon.controllers.gang.spec import TopologyRequest
 from daemon.controllers.multicluster.plan import (
-    Claim,
     Demand,
     abort_reason,
     choose,
@@ -23,7 +22,7 @@ from daemon.controllers.multicluster.plan import (
     winner,
 )
 from events.fold import fold
-from events.state import State
+from events.state import Claim, State
 from tests.daemon.controllers.gang_builders import RACK, T0, members, nodes, running
 from tests.events.builders import observed
 
@@ -68,11 +67,17 @@ def answer(
     wanted: Demand,
     claims: Sequence[Claim] = (),
     unreachable: Sequence[str] = (),
+    *,
+    logged: bool = False,
 ) -> tuple[str | None, set[str]]:
-    """The chosen worker and the pods it would evict."""
+    """The chosen worker and the pods it would evict; `claims` decided in this pass, or with
+    `logged` folded into the state."""
     state = cluster_state(workers)
+    if logged:
+        state.claims = {c.preemptor: c for c in claims}
     views = [ClusterView(state, w) for w in workers]
-    chosen = choose(options(views, wanted, claims, unreachable))
+    pending = () if logged else claims
+    chosen = choose(options(views, wanted, pending, unreachable))
     if chosen is None:
         return None, set()
     return chosen.cluster, {p.name for u in chosen.victims for p in u.pods}
@@ -211,15 +216,16 @@ def _claim(
     ],
     ids=["victims-and-room", "room-only", "victims-only", "own-claim"],
 )
+@pytest.mark.parametrize("logged", [False, True], ids=["pending", "logged"])
 def test_claims_hold_their_victims_and_room(
-    claims: list[Claim], chosen: str, victims: set[str]
+    claims: list[Claim], chosen: str, victims: set[str], logged: bool
 ) -> None:
     workers: dict[str, list[int | None]] = {
         "w1": [MID] * 4,
         "w2": [LOW, LOW, 40, 40],
         "w3": [10, 10, MID, MID],
     }
-    assert answer(workers, demand(), claims) == (chosen, victims)
+    assert answer(workers, demand(), claims, logged=logged) == (chosen, victims)
 
 
 def test_a_claim_names_the_preemptor_cluster_victims_and_room() -> None:

@@ -1,0 +1,97 @@
+"""What the fold keeps for the multi-cluster dispatcher (`daemon.controllers.multicluster`).
+
+- **Claims.** A cross-cluster preemption is written on the manager's workload as the
+  annotation ``kbatchd.dev/claim`` (the `Claim`, JSON), by the decision that reserves it, and
+  taken off by the one that commits or aborts it (or by a better-ranked preemptor's decision
+  that takes its place). ``State.claims`` follows the decisions at once: a claim binds every
+  other decision from the moment it is logged, not from when the watch shows the annotation.
+  A watched workload sets it too (a log that begins after the claim was written), except while
+  a decision's write to it is still unseen: an older copy of the object must not undo it.
+- **Who to wake.** A claimed victim going, and any change of a worker's copy (which names the
+  manager's workload in ``kbatchd.dev/origin``), make the manager's workload dirty.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from events.hooks import Change, Dirty, FoldHooks
+from events.intents import Patch
+from events.objects import KObject, Pod
+from events.schema import Decided
+from events.state import Claim, State
+
+# On the manager's workload: its cross-cluster preemption under way (a `Claim`, JSON).
+CLAIM: Final = "kbatchd.dev/claim"
+# On a worker's copy: the manager's workload it copies (its ref).
+ORIGIN: Final = "kbatchd.dev/origin"
+# The kinds a workload submitted to the manager can be.
+WORKLOAD_KINDS: Final = frozenset({"Job", "JobSet"})
+
+_decode = msgspec.json.Decoder(Claim).decode
+
+
+def encode_claim(claim: Claim) -> str:
+    return msgspec.json.encode(claim).decode()
+
+
+def decode_claim(text: str) -> Claim | None:
+    """The claim an annotation holds; None for a malformed one (the workload's decision
+    reports it), so that one bad annotation never stops the fold."""
+    try:
+        return _decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _set(state: State, ref: str, text: object) -> None:
+    claim = decode_claim(text) if isinstance(text, str) else None
+    if claim is None:
+        state.claims.pop(ref, None)
+    else:
+        state.claims[ref] = claim
+
+
+def claims_decided(state: State, seq: int, decision: Decided) -> None:
+    """A decision that writes or removes a workload's claim annotation sets ``State.claims``."""
+    for intent in decision.intents:
+        if type(intent) is not Patch or intent.kind not in WORKLOAD_KINDS:
+            continue
+        body: Any = intent.patch
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        notes = meta.get("annotations") if isinstance(meta, dict) else None
+        if isinstance(notes, dict) and CLAIM in notes:
+            _set(state, intent.ref, notes[CLAIM])
+
+
+def _workload_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    obj: KObject | None = change.new
+    kind = type(change.obj).__name__
+    ref = f"{kind}/{change.key}"
+    if ref not in state.expected:
+        held = obj.annotations.get(CLAIM) if obj is not None else None
+        if held is not None or ref in state.claims:
+            _set(state, ref, held)
+    if dirty is not None:
+        copied = (obj or change.old or change.obj).annotations.get(ORIGIN)
+        if copied:
+            dirty.add(copied)
+
+
+def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
+    if dirty is None or not state.claims:
+        return
+    new: Pod | None = change.new
+    if new is not None and not new.terminal and new.deletion_ts is None:
+        return
+    for claim in state.claims.values():
+        if change.key in claim.victims:
+            dirty.add(claim.preemptor)
+
+
+FOLD: Final = FoldHooks(
+    observed={"Job": _workload_observed, "JobSet": _workload_observed, "Pod": _pod_observed},
+    decided=claims_decided,
+)

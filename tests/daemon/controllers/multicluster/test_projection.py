@@ -1,0 +1,136 @@
+"""What the fold keeps for the multi-cluster dispatcher: claims follow the decisions at once
+and the watched workload otherwise; a claimed victim going and a copy changing wake the
+manager's workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from msgspec.structs import replace
+
+from daemon.controllers.multicluster.projection import (
+    CLAIM,
+    FOLD,
+    ORIGIN,
+    claims_decided,
+    decode_claim,
+    encode_claim,
+)
+from events.hooks import Change, Dirty
+from events.intents import Patch
+from events.objects import Job, Pod
+from events.schema import Decided
+from events.state import Claim, Expectation, State
+from tests.daemon.controllers.gang_builders import T0, running
+
+REF = "Job/manager/ns/big"
+CLAIMED = Claim(
+    preemptor=REF,
+    rank=(-100, T0, "uid-big"),
+    cluster="w2",
+    victims=frozenset({"w2/ns/v0", "w2/ns/v1"}),
+    room={"b0-r0-h0": {"nvidia.com/gpu": 8, "pods": 1}},
+    deadline=T0 + 60_000,
+)
+
+
+def job(annotations: dict[str, str] | None = None, name: str = "big", ns: str = "ns") -> Job:
+    return Job(name=name, namespace=ns, uid=f"uid-{name}", rv="1", annotations=annotations or {})
+
+
+def writes(value: Any, *, ref: str = REF, kind: str = "Job", by: str = REF) -> Decided:
+    """A decision of `by` writing `value` as the claim annotation of `ref`."""
+    _, cluster, namespace, name = ref.split("/")
+    patch = Patch(
+        cluster, kind, namespace, name, patch={"metadata": {"annotations": {CLAIM: value}}}
+    )
+    return Decided(at=T0, reconciler="multicluster", key=by, reason="r", intents=(patch,))
+
+
+def observe(state: State, obj: Any, *, cluster: str = "manager", gone: bool = False) -> Dirty:
+    dirty: Dirty = set()
+    key = f"{cluster}/{obj.namespace}/{obj.name}"
+    change = Change(cluster, key, obj, None, None if gone else obj, False)
+    FOLD.observed[type(obj).__name__](state, change, dirty)
+    return dirty
+
+
+def test_a_claim_round_trips_through_its_annotation() -> None:
+    assert decode_claim(encode_claim(CLAIMED)) == CLAIMED
+    assert decode_claim("{not json") is None
+    assert decode_claim('{"preemptor": 3}') is None
+
+
+@pytest.mark.parametrize(
+    ("decisions", "claims"),
+    [
+        ([writes(encode_claim(CLAIMED))], {REF: CLAIMED}),
+        ([writes(encode_claim(CLAIMED)), writes(None)], {}),
+        (
+            [writes(encode_claim(CLAIMED)), writes(encode_claim(replace(CLAIMED, evicting=True)))],
+            {REF: replace(CLAIMED, evicting=True)},
+        ),
+        # Another preemptor's decision takes this one's claim off (it took its place).
+        ([writes(encode_claim(CLAIMED)), writes(None, by="Job/manager/ns/other")], {}),
+        ([writes("garbage")], {}),
+        # Not a claim: another annotation, another kind.
+        ([writes(encode_claim(CLAIMED), kind="Pod")], {}),
+    ],
+    ids=["reserved", "released", "evicting", "taken-over", "malformed", "not-a-workload"],
+)
+def test_claims_follow_the_decisions(decisions: list[Decided], claims: dict[str, Claim]) -> None:
+    state = State(now=T0)
+    for seq, decision in enumerate(decisions, 1):
+        claims_decided(state, seq, decision)
+    assert state.claims == claims
+
+
+@pytest.mark.parametrize(
+    ("logged", "annotations", "expected", "claims"),
+    [
+        # A log that begins after the claim was written learns it from the object.
+        ({}, {CLAIM: encode_claim(CLAIMED)}, False, {REF: CLAIMED}),
+        ({REF: CLAIMED}, {}, False, {}),
+        # While a decision's write is unseen, an older object does not undo it.
+        ({REF: CLAIMED}, {}, True, {REF: CLAIMED}),
+        ({}, {CLAIM: encode_claim(CLAIMED)}, True, {}),
+    ],
+    ids=["learned", "released-elsewhere", "older-object-while-expected", "not-while-expected"],
+)
+def test_a_watched_workload_sets_its_claim_unless_a_write_is_unseen(
+    logged: dict[str, Claim], annotations: dict[str, str], expected: bool, claims: dict[str, Claim]
+) -> None:
+    state = State(now=T0, claims=dict(logged))
+    if expected:
+        state.expected[REF] = Expectation(1, REF, "patch", T0)
+    observe(state, job(annotations))
+    assert state.claims == claims
+
+
+def test_a_copy_wakes_the_manager_workload() -> None:
+    state = State(now=T0)
+    copy = job({ORIGIN: REF})
+    assert observe(state, copy, cluster="w1") == {REF}
+    assert observe(state, copy, cluster="w1", gone=True) == {REF}
+    assert observe(state, job(), cluster="w1") == set()
+
+
+def _victim(name: str, **changes: Any) -> Pod:
+    return replace(running(name, "b0-r0-h0", 8, 5), namespace="ns", **changes)
+
+
+@pytest.mark.parametrize(
+    ("pod", "gone", "woken"),
+    [
+        (_victim("v0"), True, {REF}),
+        (_victim("v0", phase="Failed"), False, {REF}),
+        (_victim("v0", deletion_ts=T0), False, {REF}),
+        (_victim("v0"), False, set()),
+        (_victim("other"), True, set()),
+    ],
+    ids=["deleted", "terminal", "terminating", "still-running", "not-a-victim"],
+)
+def test_a_claimed_victim_going_wakes_its_preemptor(pod: Pod, gone: bool, woken: set[str]) -> None:
+    state = State(now=T0, claims={REF: CLAIMED})
+    assert observe(state, pod, cluster="w2", gone=gone) == woken
