@@ -171,6 +171,16 @@ class CompositePodGroup(KObject, frozen=True, tag="CompositePodGroup"):
     status: dict[str, Any] = {}
 
 
+class PriorityClass(KObject, frozen=True, tag="PriorityClass"):
+    """``scheduling.k8s.io/v1``, cluster-scoped: what the Priority admission plugin gives a
+    pod of that class. Read where no admission has run: a workload on the manager cluster
+    that is yet to be copied to a worker."""
+
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
 SlimObject = (
     Pod
     | Node
@@ -181,6 +191,7 @@ SlimObject = (
     | PersistentVolumeClaim
     | Service
     | CompositePodGroup
+    | PriorityClass
 )
 
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
@@ -206,6 +217,7 @@ KINDS: Final[dict[str, type[KObject]]] = {
         PersistentVolumeClaim,
         Service,
         CompositePodGroup,
+        PriorityClass,
     )
 }
 
@@ -387,6 +399,13 @@ class _WireNode(msgspec.Struct, gc=False):
     status: _NodeStatus = msgspec.field(default_factory=_NodeStatus)
 
 
+class _WirePriorityClass(msgspec.Struct, rename="camel", gc=False):
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    value: int = 0
+    global_default: bool = False
+    preemption_policy: str | None = None
+
+
 class _WireGeneric(msgspec.Struct, gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     spec: dict[str, Any] = {}
@@ -400,6 +419,7 @@ class ObjectError(ValueError):
 _POD_DECODER: Final = msgspec.json.Decoder(_WirePod)
 _NODE_DECODER: Final = msgspec.json.Decoder(_WireNode)
 _GENERIC_DECODER: Final = msgspec.json.Decoder(_WireGeneric)
+_PRIORITY_CLASS_DECODER: Final = msgspec.json.Decoder(_WirePriorityClass)
 
 
 def timestamp_ms(text: str | None, field: str = "metadata timestamp") -> int | None:
@@ -665,6 +685,14 @@ def decode_object(kind: str, raw: bytes | str, dropped: list[str] | None = None)
             return pod_from_wire(_POD_DECODER.decode(raw), dropped)
         if kind == "Node":
             return node_from_wire(_NODE_DECODER.decode(raw), dropped)
+        if kind == "PriorityClass":
+            found = _PRIORITY_CLASS_DECODER.decode(raw)
+            return PriorityClass(
+                **_meta_fields(found.metadata, dropped),
+                value=found.value,
+                global_default=found.global_default,
+                preemption_policy=found.preemption_policy or "PreemptLowerPriority",
+            )
         wire = _GENERIC_DECODER.decode(raw)
         fields = _meta_fields(wire.metadata, dropped)
         obj = cls(**fields, spec=wire.spec, status=wire.status)  # type: ignore[call-arg]

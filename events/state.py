@@ -19,6 +19,7 @@ from events.objects import (
     PersistentVolumeClaim,
     Pod,
     PodGroup,
+    PriorityClass,
     Service,
     Workload,
 )
@@ -98,6 +99,7 @@ class State(msgspec.Struct):
     workloads: dict[str, Workload] = {}
     podgroups: dict[str, PodGroup] = {}
     compositepodgroups: dict[str, CompositePodGroup] = {}
+    priorityclasses: dict[str, PriorityClass] = {}
     pvcs: dict[str, PersistentVolumeClaim] = {}
     services: dict[str, Service] = {}
     topology: Topology = msgspec.field(default_factory=Topology)
@@ -180,11 +182,12 @@ TABLES: Final = {
     "Workload": "workloads",
     "PodGroup": "podgroups",
     "CompositePodGroup": "compositepodgroups",
+    "PriorityClass": "priorityclasses",
     "PersistentVolumeClaim": "pvcs",
     "Service": "services",
 }
 # The kinds of TABLES that have no namespace (their key is ``cluster//name``).
-CLUSTER_SCOPED: Final = frozenset({"Node"})
+CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass"})
 
 
 def empty_state(levels: tuple[str, ...] = DEFAULT_LEVELS) -> State:

@@ -53,6 +53,9 @@ CANDIDATES: Final[dict[str, tuple[Resource, ...]]] = {
     "CompositePodGroup": (
         Resource("CompositePodGroup", "scheduling.k8s.io", "v1alpha3", "compositepodgroups", True),
     ),
+    "PriorityClass": (
+        Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", namespaced=False),
+    ),
 }
 
 # Kind -> its resource where no discovery has been read (the simulated cluster's versions).

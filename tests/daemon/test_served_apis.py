@@ -61,6 +61,7 @@ async def test_the_newest_served_version_of_each_kind_is_watched(
         version = f"scheduling.k8s.io/{cluster.scheduling_version}"
         assert kinds["PodGroup"] == kinds["Workload"] == version
         assert kinds["JobSet"] == "jobset.x-k8s.io/v1alpha2"
+        assert kinds["PriorityClass"] == "scheduling.k8s.io/v1"
         assert not daemon.lines("watch failed")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -20,6 +21,7 @@ from events.objects import (
     PersistentVolumeClaim,
     Pod,
     PodGroup,
+    PriorityClass,
     Taint,
     Toleration,
     Workload,
@@ -672,6 +674,37 @@ def test_generic_kinds_keep_spec_and_status(
         spec=spec,
         status=status or {},
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "value", "default", "policy"),
+    [
+        ({"value": 1000}, 1000, False, "PreemptLowerPriority"),
+        ({"value": -5, "globalDefault": True, "preemptionPolicy": "Never"}, -5, True, "Never"),
+        ({}, 0, False, "PreemptLowerPriority"),
+    ],
+    ids=["value", "every-field", "api-defaults"],
+)
+def test_a_priority_class_keeps_its_value_default_and_policy(
+    fields: dict[str, Any], value: int, default: bool, policy: str
+) -> None:
+    doc = {"metadata": {"name": "high", "uid": "u-1", "resourceVersion": "3"}, **fields}
+    obj = decode_object("PriorityClass", msgspec.json.encode(doc))
+    assert obj == PriorityClass(
+        name="high",
+        uid="u-1",
+        rv="3",
+        value=value,
+        global_default=default,
+        preemption_policy=policy,
+    )
+
+
+def test_a_priority_class_whose_value_is_not_a_number_is_named() -> None:
+    with pytest.raises(
+        ObjectError, match=re.escape("PriorityClass: Expected `int`, got `str` - at `$.value`")
+    ):
+        decode_object("PriorityClass", b'{"metadata": {"name": "x"}, "value": "high"}')
 
 
 @pytest.mark.parametrize("kind", ["Pod", "Node", "Job"])

@@ -72,6 +72,8 @@ CORE = {
     "Service": "v1",
     "Job": "batch/v1",
 }
+# Served by every cluster since Kubernetes 1.14.
+PRIORITY = {"PriorityClass": "scheduling.k8s.io/v1"}
 
 
 @pytest.mark.parametrize(
@@ -82,6 +84,7 @@ CORE = {
             {**SCHEDULING_136, **JOBSET},
             {
                 **CORE,
+                **PRIORITY,
                 "JobSet": "jobset.x-k8s.io/v1alpha2",
                 "Workload": "scheduling.k8s.io/v1alpha2",
                 "PodGroup": "scheduling.k8s.io/v1alpha2",
@@ -92,6 +95,7 @@ CORE = {
             SCHEDULING_137,
             {
                 **CORE,
+                **PRIORITY,
                 "Workload": "scheduling.k8s.io/v1beta1",
                 "PodGroup": "scheduling.k8s.io/v1beta1",
                 "CompositePodGroup": "scheduling.k8s.io/v1alpha3",
@@ -102,6 +106,7 @@ CORE = {
             {**SCHEDULING_136, **SCHEDULING_137},
             {
                 **CORE,
+                **PRIORITY,
                 "Workload": "scheduling.k8s.io/v1beta1",
                 "PodGroup": "scheduling.k8s.io/v1beta1",
                 "CompositePodGroup": "scheduling.k8s.io/v1alpha3",
@@ -115,7 +120,7 @@ CORE = {
         ),
         pytest.param(
             {"scheduling.k8s.io/v1": ["priorityclasses"]},
-            CORE,
+            {**CORE, **PRIORITY},
             id="scheduling-gates-off",
         ),
     ],
@@ -132,6 +137,7 @@ async def test_each_group_version_is_asked_once() -> None:
     assert sorted(api.paths) == [
         "/apis",
         "/apis/jobset.x-k8s.io/v1alpha2",
+        "/apis/scheduling.k8s.io/v1",
         "/apis/scheduling.k8s.io/v1alpha3",
         "/apis/scheduling.k8s.io/v1beta1",
     ]
