@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -131,6 +131,19 @@ def reprieve(
             victims.append(unit)
     victims.reverse()
     return victims, spared
+
+
+def disruption(message: str, stamp: str) -> dict[str, Any]:
+    """A victim pod's status patch (strategic merge: conditions merge by type), as
+    kube-scheduler marks the pods it preempts."""
+    condition = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": PREEMPTED_REASON,
+        "message": message,
+        "lastTransitionTime": stamp,
+    }
+    return {"status": {"conditions": [condition]}}
 
 
 def describe(victims: Sequence[Unit]) -> str:

@@ -803,7 +803,7 @@ class GangReconciler:
         stamp = rfc3339(step.now)
         for unit in found.victims:
             for pod in unit.pods:
-                step.patch_pod(spec.cluster, pod, _disruption(message, stamp))
+                step.patch_pod(spec.cluster, pod, preempt.disruption(message, stamp))
         step.reason(
             f"Preempting: {spec.namespace}/{spec.name} (priority {spec.priority}) evicts "
             f"{preempt.describe(found.victims)} (weight {preempt.weight(found.victims)}); "
@@ -1445,19 +1445,6 @@ class GangReconciler:
 def _composite(workload: Workload) -> bool:
     """Whether the Workload's groups hang under CompositePodGroups (KEP-6012)."""
     return bool(workload.spec.get("compositePodGroupTemplates"))
-
-
-def _disruption(message: str, stamp: str) -> dict[str, Any]:
-    """A victim pod's status patch (strategic merge: conditions merge by type), as
-    kube-scheduler marks the pods it preempts."""
-    condition = {
-        "type": preempt.DISRUPTION_TARGET,
-        "status": "True",
-        "reason": preempt.PREEMPTED_REASON,
-        "message": message,
-        "lastTransitionTime": stamp,
-    }
-    return {"status": {"conditions": [condition]}}
 
 
 def configured(settings: Settings) -> GangReconciler:

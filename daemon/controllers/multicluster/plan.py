@@ -98,6 +98,13 @@ def victim_keys(cluster: str, units: Sequence[preempt.Unit]) -> frozenset[str]:
     return frozenset(f"{cluster}/{p.namespace}/{p.name}" for u in units for p in u.pods)
 
 
+def binds(claim: Claim, demand_: Demand) -> bool:
+    """Whether `claim` holds against `demand_`: it is another preemptor's, and it evicts
+    already or outranks it. A worse-ranked claim that evicts nothing yet gives way: the better
+    one takes its place (`collides`, `winner`)."""
+    return claim.preemptor != demand_.key and (claim.evicting or claim.rank < rank(demand_))
+
+
 def options(
     views: Sequence[ClusterView],
     demand_: Demand,
@@ -105,8 +112,9 @@ def options(
     unreachable: Collection[str] = (),
 ) -> list[Option]:
     """Each worker's answer for `demand_`, in the order of `views` (the configured order).
-    Other preemptors' claims hold their room and their victims in every answer: those in the
-    state (which every view charges) and `pending` ones, decided but not yet folded."""
+    The claims that hold against it (`binds`) keep their room and their victims from it:
+    those in the state (which every view charges) and `pending` ones, decided in this pass
+    but not yet folded. The room of any other claim in the state is free to it."""
     answers = []
     for view in views:
         cluster = view.cluster
@@ -114,16 +122,16 @@ def options(
             answers.append(Option(cluster, refused="unreachable"))
             continue
         logged = [c for c in view.state.claims.values() if c.cluster == cluster]
-        fresh = [c for c in pending if c.cluster == cluster and c.preemptor != demand_.key]
-        own = [c for c in logged if c.preemptor == demand_.key]
+        fresh = [c for c in pending if c.cluster == cluster and binds(c, demand_)]
+        yielding = [c for c in logged if not binds(c, demand_)]
         held = view
-        if fresh or own:
+        if fresh or yielding:
             held = view.copy()
             for claim in fresh:
                 held.hold(claim.room)
-            for claim in own:  # the room held for it is its own
+            for claim in yielding:  # its own, or one it would take the place of
                 held.hold(claim.room, -1)
-        theirs = [c for c in (*logged, *fresh) if c.preemptor != demand_.key]
+        theirs = [c for c in (*logged, *fresh) if binds(c, demand_)]
         slots = place_pods(held, demand_)
         if not isinstance(slots, str):
             answers.append(Option(cluster, tuple(slots)))

@@ -3,10 +3,10 @@
 - **Claims.** A cross-cluster preemption is written on the manager's workload as the
   annotation ``kbatchd.dev/claim`` (the `Claim`, JSON), by the decision that reserves it, and
   taken off by the one that commits or aborts it (or by a better-ranked preemptor's decision
-  that takes its place). ``State.claims`` follows the decisions at once: a claim binds every
-  other decision from the moment it is logged, not from when the watch shows the annotation.
-  A watched workload sets it too (a log that begins after the claim was written), except while
-  a decision's write to it is still unseen: an older copy of the object must not undo it.
+  that takes its place). ``State.claims`` follows the decisions only: a claim binds every
+  other decision from the moment it is logged, and the log alone says whether it still
+  stands. (Two decisions' writes to one object may land in either order; the annotation is
+  for people to read.) A workload that is deleted takes its claim with it.
 - **Who to wake.** A claimed victim going, and any change of a worker's copy (which names the
   manager's workload in ``kbatchd.dev/origin``), make the manager's workload dirty.
 """
@@ -68,12 +68,8 @@ def claims_decided(state: State, seq: int, decision: Decided) -> None:
 
 def _workload_observed(state: State, change: Change, dirty: Dirty | None) -> None:
     obj: KObject | None = change.new
-    kind = type(change.obj).__name__
-    ref = f"{kind}/{change.key}"
-    if ref not in state.expected:
-        held = obj.annotations.get(CLAIM) if obj is not None else None
-        if held is not None or ref in state.claims:
-            _set(state, ref, held)
+    if obj is None and state.claims:
+        state.claims.pop(f"{type(change.obj).__name__}/{change.key}", None)
     if dirty is not None:
         copied = (obj or change.old or change.obj).annotations.get(ORIGIN)
         if copied:

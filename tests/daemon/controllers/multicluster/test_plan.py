@@ -171,11 +171,13 @@ def _claim(
     room: Sequence[str] = (),
     *,
     preemptor: str = "Job/manager/ns/other",
-    priority: int = 100,
+    priority: int = 200,
     created: int = T0,
     uid: str = "uid-other",
     deadline: int = T0 + 60_000,
+    evicting: bool = False,
 ) -> Claim:
+    """Another preemptor's claim; by default it outranks `demand()` (priority 200)."""
     return Claim(
         preemptor=preemptor,
         rank=(-priority, created, uid),
@@ -183,6 +185,7 @@ def _claim(
         victims=frozenset(f"{cluster}/ns/{v}" for v in victims),
         room={node: {"nvidia.com/gpu": 8, "pods": 1} for node in room},
         deadline=deadline,
+        evicting=evicting,
     )
 
 
@@ -226,6 +229,47 @@ def test_claims_hold_their_victims_and_room(
         "w3": [10, 10, MID, MID],
     }
     assert answer(workers, demand(), claims, logged=logged) == (chosen, victims)
+
+
+CHEAP_RACK = (["w2-b0-r0-h0", "w2-b0-r0-h1"], ["b0-r0-h0", "b0-r0-h1"])
+
+
+@pytest.mark.parametrize(
+    ("claim", "chosen", "victims"),
+    [
+        # A worse-ranked claim that evicts nothing yet gives way: its victims and room are
+        # this preemptor's to take (its decision takes the claim off).
+        (_claim("w2", *CHEAP_RACK, priority=50), "w2", {"w2-b0-r0-h0", "w2-b0-r0-h1"}),
+        (
+            _claim("w2", *CHEAP_RACK, priority=100, created=T0 + 1),
+            "w2",
+            {"w2-b0-r0-h0", "w2-b0-r0-h1"},
+        ),
+        # Once it evicts, it holds against any rank.
+        (
+            _claim("w2", *CHEAP_RACK, priority=50, evicting=True),
+            "w3",
+            {"w3-b0-r0-h0", "w3-b0-r0-h1"},
+        ),
+        # A better rank holds.
+        (
+            _claim("w2", *CHEAP_RACK, priority=100, uid="uid-a"),
+            "w3",
+            {"w3-b0-r0-h0", "w3-b0-r0-h1"},
+        ),
+    ],
+    ids=["lower-priority-gives-way", "younger-gives-way", "evicting-holds", "better-uid-holds"],
+)
+@pytest.mark.parametrize("logged", [False, True], ids=["pending", "logged"])
+def test_a_worse_ranked_claim_gives_way_until_it_evicts(
+    claim: Claim, chosen: str, victims: set[str], logged: bool
+) -> None:
+    workers: dict[str, list[int | None]] = {
+        "w1": [MID] * 4,
+        "w2": [LOW, LOW, 40, 40],
+        "w3": [10, 10, MID, MID],
+    }
+    assert answer(workers, demand(), [claim], logged=logged) == (chosen, victims)
 
 
 def test_a_claim_names_the_preemptor_cluster_victims_and_room() -> None:

@@ -21,7 +21,7 @@ from events.hooks import Change, Dirty
 from events.intents import Patch
 from events.objects import Job, Pod
 from events.schema import Decided
-from events.state import Claim, Expectation, State
+from events.state import Claim, State
 from tests.daemon.controllers.gang_builders import T0, running
 
 REF = "Job/manager/ns/big"
@@ -87,24 +87,21 @@ def test_claims_follow_the_decisions(decisions: list[Decided], claims: dict[str,
 
 
 @pytest.mark.parametrize(
-    ("logged", "annotations", "expected", "claims"),
+    ("logged", "annotations", "gone", "claims"),
     [
-        # A log that begins after the claim was written learns it from the object.
-        ({}, {CLAIM: encode_claim(CLAIMED)}, False, {REF: CLAIMED}),
-        ({REF: CLAIMED}, {}, False, {}),
-        # While a decision's write is unseen, an older object does not undo it.
-        ({REF: CLAIMED}, {}, True, {REF: CLAIMED}),
-        ({}, {CLAIM: encode_claim(CLAIMED)}, True, {}),
+        # The annotation is for people: the log alone says whether a claim stands.
+        ({}, {CLAIM: encode_claim(CLAIMED)}, False, {}),
+        ({REF: CLAIMED}, {}, False, {REF: CLAIMED}),
+        # A workload that goes takes its claim with it.
+        ({REF: CLAIMED}, {CLAIM: encode_claim(CLAIMED)}, True, {}),
     ],
-    ids=["learned", "released-elsewhere", "older-object-while-expected", "not-while-expected"],
+    ids=["annotation-alone", "written-late-or-taken-off-early", "deleted"],
 )
-def test_a_watched_workload_sets_its_claim_unless_a_write_is_unseen(
-    logged: dict[str, Claim], annotations: dict[str, str], expected: bool, claims: dict[str, Claim]
+def test_only_the_log_and_a_deletion_move_a_claim(
+    logged: dict[str, Claim], annotations: dict[str, str], gone: bool, claims: dict[str, Claim]
 ) -> None:
     state = State(now=T0, claims=dict(logged))
-    if expected:
-        state.expected[REF] = Expectation(1, REF, "patch", T0)
-    observe(state, job(annotations))
+    observe(state, job(annotations), gone=gone)
     assert state.claims == claims
 
 
