@@ -1,0 +1,360 @@
+"""The multi-cluster dispatcher: a Job submitted to the manager cluster with kbatchd's
+``managedBy`` and the label ``kbatchd.dev/multicluster: "true"`` runs in exactly one worker.
+
+Each step is one decision about the manager's Job, with its reason:
+
+- ``Dispatched``: a suspended copy (`workload.copy_body`) in each worker the dispatcher
+  nominates (`dispatch`).
+- ``Admitted``: the first worker holding a copy in which the pods fit as it stands
+  (`plan.choose`): the manager's Job is annotated ``kbatchd.dev/cluster``, that copy resumed,
+  every other copy deleted. The log holds the choice before any of it is carried out, so a
+  restart finishes it there and nowhere else.
+- ``Reserved``: no worker fits, and the lightest preemption is claimed (`plan.claim_of`,
+  written as ``kbatchd.dev/claim``); worse-ranked claims that evict nothing yet and collide
+  with it are taken off in the same decision (``TakenOver`` in their next reason).
+- ``Evicting``: the victims marked ``DisruptionTarget`` (the claim now evicting: it stands
+  against any rank), then deleted; deletes are issued again for victims still there.
+- ``Committed``: every victim gone and the pods still fit: as ``Admitted``, in the claimed
+  worker, and the claim taken off.
+- ``Aborted``: the claimed worker unreachable, a victim that cannot be evicted, the deadline
+  passed, or its room gone: the claim is taken off and the workload waits again. A step is
+  decided from what the log holds, so a restart resumes or aborts, never both.
+- The copy that runs has its status written to the manager's Job; a manager's Job that is
+  deleted has its copies deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from msgspec.structs import replace
+
+from daemon.controllers.base import Decision, split_ref
+from daemon.controllers.gang import preempt
+from daemon.controllers.gang.place import ClusterView
+from daemon.controllers.job.reconciler import DEFAULT_MANAGER
+from daemon.controllers.job.spec import managed_by
+from daemon.controllers.multicluster import dispatch
+from daemon.controllers.multicluster.dispatch import Dispatcher
+from daemon.controllers.multicluster.plan import (
+    Demand,
+    Option,
+    binds,
+    choose,
+    claim_of,
+    collides,
+    options,
+)
+from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, encode_claim
+from daemon.controllers.multicluster.workload import (
+    PLACED,
+    WorkloadError,
+    copy_body,
+    demand_of,
+)
+from events.intents import Create, Delete, Intent, Patch
+from events.objects import Job, rfc3339
+from events.state import Claim, State
+
+NAME: Final = "multicluster"
+ALL_AT_ONCE: Final = Dispatcher()
+LABEL: Final = "kbatchd.dev/multicluster"
+DEADLINE_MS: Final = 120_000
+RETRY_MS: Final = 2_000
+
+
+class Cycle:
+    """The decisions of one pass: a claim decided in it binds the ones after it before the
+    fold has it (`pending`), and a claim taken off in it no longer binds (`revoked`)."""
+
+    def __init__(self, reconciler: MulticlusterReconciler, state: State) -> None:
+        self.reconciler = reconciler
+        self.state = state
+        self.pending: list[Claim] = []
+        self.revoked: set[str] = set()
+
+    def release(self, queue: str) -> list[str]:
+        return []
+
+    def decide(self, key: str, now: int) -> Decision | None:
+        return self.reconciler.decide_in(self, key, now)
+
+    def claim(self, key: str) -> Claim | None:
+        if key in self.revoked:
+            return None
+        fresh = next((c for c in self.pending if c.preemptor == key), None)
+        return fresh or self.state.claims.get(key)
+
+
+@dataclass(frozen=True)
+class MulticlusterReconciler:
+    manager: str
+    workers: tuple[str, ...]
+    dispatcher: Dispatcher = ALL_AT_ONCE
+    managed_by: str = DEFAULT_MANAGER
+    label: str = LABEL
+    deadline_ms: int = DEADLINE_MS
+    retry_ms: int = RETRY_MS
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        return frozenset({"Job"})
+
+    def memo(self) -> None:
+        return None
+
+    def cycle(self, state: State, memo: None = None) -> Cycle:
+        return Cycle(self, state)
+
+    def decide(self, state: State, key: str, now: int) -> Decision | None:
+        return self.cycle(state).decide(key, now)
+
+    # -- one workload -------------------------------------------------------------------------
+
+    def decide_in(self, run: Cycle, key: str, now: int) -> Decision | None:
+        _, cluster, namespace, name = split_ref(key)
+        if cluster != self.manager:
+            return None
+        state = run.state
+        copies = self._copies(state, key, namespace, name)
+        job = state.jobs.get(f"{cluster}/{namespace}/{name}")
+        if job is None or job.deletion_ts is not None:
+            going = [c for c in copies.values() if c.deletion_ts is None]
+            if not going:
+                return None
+            return Decision(
+                f"Removed: {key} is gone; {len(going)} copy(ies) deleted",
+                tuple(_delete(c, w) for w, c in copies.items() if c.deletion_ts is None),
+            )
+        if job.labels.get(self.label) != "true" or managed_by(job) != self.managed_by:
+            return None
+        placed = job.annotations.get(PLACED)
+        if placed:
+            return self._running(job, placed, copies)
+        if job.spec.get("suspend") is True:
+            return None
+        try:
+            demand = demand_of(state, cluster, key, job)
+        except WorkloadError as exc:
+            return Decision(f"InvalidWorkload: {exc}")
+        claim = run.claim(key)
+        if claim is not None:
+            return self._claimed(run, job, demand, claim, copies, now)
+        return self._place(run, job, demand, copies, now)
+
+    def _copies(self, state: State, key: str, namespace: str, name: str) -> dict[str, Job]:
+        """The workers' copies of the manager's workload `key`, by worker."""
+        found = {}
+        for worker in self.workers:
+            copy = state.jobs.get(f"{worker}/{namespace}/{name}")
+            if copy is not None and copy.annotations.get(ORIGIN) == key:
+                found[worker] = copy
+        return found
+
+    def _views(self, state: State, workers: Sequence[str]) -> list[ClusterView]:
+        return [ClusterView(state, w) for w in workers]
+
+    # -- waiting for a worker -----------------------------------------------------------------
+
+    def _place(
+        self, run: Cycle, job: Job, demand: Demand, copies: Mapping[str, Job], now: int
+    ) -> Decision:
+        since = job.created
+        nominated = dispatch.nominated(self.dispatcher, self.workers, since, now)
+        intents: list[Intent] = [
+            Create(w, "Job", job.namespace, job.name, body=copy_body(job, demand.key, self.label))
+            for w in nominated
+            if w not in copies
+        ]
+        made = f"Dispatched: copies to {', '.join(w for w in nominated if w not in copies)}; "
+        prefix = made if intents else ""
+        holding = [w for w in nominated if w in copies and copies[w].deletion_ts is None]
+        answers = options(self._views(run.state, holding), demand, run.pending)
+        chosen = choose(answers)
+        # A claim the log no longer holds (taken off by a better-ranked preemptor, its
+        # write landing after ours) leaves no annotation behind.
+        stale = {CLAIM: None} if CLAIM in job.annotations else {}
+        if chosen is None:
+            why = "; ".join(f"{a.cluster}: {a.refused}" for a in answers) or "no copy yet"
+            more = dispatch.next_round(self.dispatcher, self.workers, since, now)
+            wake = now + self.retry_ms if more is None else min(more, now + self.retry_ms)
+            if stale:
+                intents.append(_annotate(self.manager, job, stale))
+            reason = f"{prefix}Waiting: no worker takes it now ({why})"
+            return Decision(reason, tuple(intents), wake)
+        if not chosen.victims:
+            intents += self._admit(job, chosen.cluster, copies, stale)
+            return Decision(
+                f"{prefix}Admitted: runs in {chosen.cluster} ({len(chosen.slots)} pod(s) fit "
+                f"as it stands)",
+                tuple(intents),
+            )
+        return self._reserve(run, job, demand, chosen, tuple(intents), prefix, now)
+
+    def _reserve(
+        self,
+        run: Cycle,
+        job: Job,
+        demand: Demand,
+        chosen: Option,
+        intents: tuple[Intent, ...],
+        prefix: str,
+        now: int,
+    ) -> Decision:
+        claim = claim_of(demand, chosen, now + self.deadline_ms)
+        ousted = [
+            c
+            for c in (*run.state.claims.values(), *run.pending)
+            if c.preemptor not in run.revoked and not binds(c, demand) and collides(claim, c)
+        ]
+        writes: list[Intent] = [_annotate(self.manager, job, {CLAIM: encode_claim(claim)})]
+        for other in ousted:
+            kind, cluster, namespace, name = split_ref(other.preemptor)
+            writes.append(
+                Patch(
+                    cluster, kind, namespace, name,
+                    patch={"metadata": {"annotations": {CLAIM: None}}},
+                )
+            )  # fmt: skip
+            run.revoked.add(other.preemptor)
+            run.pending = [c for c in run.pending if c.preemptor != other.preemptor]
+        run.pending.append(claim)
+        taken = f"; takes the place of {', '.join(c.preemptor for c in ousted)}" if ousted else ""
+        return Decision(
+            f"{prefix}Reserved: preempts in {chosen.cluster}: "
+            f"{preempt.describe(list(chosen.victims))} (weight {chosen.weight}), "
+            f"{len(claim.room)} node(s) held, deadline {rfc3339(claim.deadline)}{taken}",
+            (*intents, *writes),
+            claim.deadline,
+        )
+
+    # -- a preemption under way ---------------------------------------------------------------
+
+    def _claimed(
+        self,
+        run: Cycle,
+        job: Job,
+        demand: Demand,
+        claim: Claim,
+        copies: Mapping[str, Job],
+        now: int,
+    ) -> Decision:
+        state = run.state
+        left = [
+            pod
+            for key in sorted(claim.victims)
+            if (pod := state.pods.get(key)) is not None and not pod.terminal
+        ]
+        if now >= claim.deadline:
+            return self._abort(
+                job, claim, f"deadline passed with {len(left)} victim pod(s) still there"
+            )
+        if not claim.evicting:
+            message = (
+                f"kbatchd: preempting to accommodate a higher priority workload "
+                f"{job.namespace}/{job.name} from cluster {self.manager}"
+            )
+            stamp = rfc3339(now)
+            marks: list[Intent] = [
+                Patch(
+                    claim.cluster, "Pod", p.namespace, p.name,
+                    patch=preempt.disruption(message, stamp), patch_type="strategic",
+                    subresource="status",
+                )
+                for p in left
+            ]  # fmt: skip
+            evicting = replace(claim, evicting=True)
+            return Decision(
+                f"Evicting: marks {len(left)} victim pod(s) in {claim.cluster}",
+                (*marks, _annotate(self.manager, job, {CLAIM: encode_claim(evicting)})),
+                claim.deadline,
+            )
+        if left:
+            deletes = tuple(
+                Delete(claim.cluster, "Pod", p.namespace, p.name, precondition_uid=p.uid)
+                for p in left
+                if p.deletion_ts is None
+            )
+            return Decision(
+                f"Evicting: {len(left)} victim pod(s) in {claim.cluster} still to go, "
+                f"{len(deletes)} deleted now",
+                deletes,
+                claim.deadline,
+            )
+        answers = options(self._views(state, [claim.cluster]), demand, run.pending)
+        if answers[0].refused or answers[0].victims:
+            why = answers[0].refused or "more victims would be needed"
+            return self._abort(job, claim, f"its room in {claim.cluster} is gone ({why})")
+        return Decision(
+            f"Committed: runs in {claim.cluster} after evicting {len(claim.victims)} pod(s)",
+            tuple(self._admit(job, claim.cluster, copies, {CLAIM: None})),
+        )
+
+    def _abort(self, job: Job, claim: Claim, why: str) -> Decision:
+        return Decision(
+            f"Aborted: the preemption in {claim.cluster}: {why}; waits for a worker again",
+            (_annotate(self.manager, job, {CLAIM: None}),),
+        )
+
+    # -- admitted -----------------------------------------------------------------------------
+
+    def _admit(
+        self,
+        job: Job,
+        worker: str,
+        copies: Mapping[str, Job],
+        annotations: Mapping[str, Any] | None = None,
+    ) -> list[Intent]:
+        """The choice first (the manager's Job names the worker), then the copies: the chosen
+        one resumed, the others deleted."""
+        intents: list[Intent] = [
+            _annotate(self.manager, job, {**(annotations or {}), PLACED: worker})
+        ]
+        copy = copies.get(worker)
+        if copy is not None:
+            intents.append(_resume(copy, worker))
+        intents += [
+            _delete(c, w) for w, c in copies.items() if w != worker and c.deletion_ts is None
+        ]
+        return intents
+
+    def _running(self, job: Job, worker: str, copies: Mapping[str, Job]) -> Decision | None:
+        """Keep the one copy that runs, resumed, and its status mirrored on the manager."""
+        intents: list[Intent] = [
+            _delete(c, w) for w, c in copies.items() if w != worker and c.deletion_ts is None
+        ]
+        copy = copies.get(worker)
+        if copy is not None:
+            if copy.spec.get("suspend") is True:
+                intents.append(_resume(copy, worker))
+            if copy.status and copy.status != job.status:
+                intents.append(
+                    Patch(
+                        self.manager, "Job", job.namespace, job.name,
+                        patch={"status": copy.status}, subresource="status",
+                    )
+                )  # fmt: skip
+        if not intents:
+            return None
+        return Decision(f"Running: in {worker}", tuple(intents))
+
+
+def _annotate(cluster: str, job: Job, annotations: Mapping[str, Any]) -> Patch:
+    return Patch(
+        cluster, "Job", job.namespace, job.name,
+        patch={"metadata": {"annotations": dict(annotations)}},
+    )  # fmt: skip
+
+
+def _resume(copy: Job, worker: str) -> Patch:
+    return Patch(worker, "Job", copy.namespace, copy.name, patch={"spec": {"suspend": False}})
+
+
+def _delete(copy: Job, worker: str) -> Delete:
+    return Delete(worker, "Job", copy.namespace, copy.name, precondition_uid=copy.uid)
