@@ -18,6 +18,7 @@ from daemon.controllers.gang.settings import GangSettings
 from daemon.controllers.job.settings import JobSettings
 from daemon.controllers.jobset.settings import JobSetSettings
 from daemon.controllers.jobset.validation import MANAGED_BY
+from daemon.controllers.multicluster.settings import MulticlusterSettings, workers_of
 from daemon.controllers.settings import (
     MAX_COUNT,
     MAX_SECONDS,
@@ -57,6 +58,7 @@ class Reconcilers(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     job: JobSettings = msgspec.field(default_factory=JobSettings)
     jobset: JobSetSettings = msgspec.field(default_factory=JobSetSettings)
     gang: GangSettings = msgspec.field(default_factory=GangSettings)
+    multicluster: MulticlusterSettings = msgspec.field(default_factory=MulticlusterSettings)
 
 
 class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -198,6 +200,32 @@ def load(path: Path | None) -> Settings:
     return settings
 
 
+def _multicluster_problems(settings: Settings) -> list[tuple[str, str]]:
+    section = settings.reconcilers.multicluster
+    if not section.enabled:
+        return []
+    key = "reconcilers.multicluster"
+    names = [c.name for c in settings.clusters]
+    if section.manager not in names:
+        return [
+            (
+                f"{key}.manager",
+                f"expected one of the [[clusters]] names {names}, got {section.manager!r}",
+            )
+        ]
+    workers = workers_of(section, names)
+    unknown = [w for w in workers if w not in names]
+    if unknown:
+        return [(f"{key}.workers", f"no cluster named {unknown[0]!r}")]
+    if section.manager in workers:
+        return [(f"{key}.workers", f"the manager {section.manager!r} cannot be a worker")]
+    if len(set(workers)) != len(workers):
+        return [(f"{key}.workers", f"duplicate name in {workers}")]
+    if not workers:
+        return [(f"{key}.workers", "at least one worker cluster is needed besides the manager")]
+    return []
+
+
 def _problems(settings: Settings) -> list[tuple[str, str]]:
     """What msgspec's per-field checks cannot see: relations between fields, and formats."""
     problems: list[tuple[str, str]] = []
@@ -234,6 +262,7 @@ def _problems(settings: Settings) -> list[tuple[str, str]]:
         problems.append(
             ("reconcilers.gang.ratio_level", f"{gang.ratio_level!r} is not a topology level")
         )
+    problems += _multicluster_problems(settings)
     election = settings.leader_election
     if election.cluster and election.cluster not in {c.name for c in settings.clusters}:
         problems.append(("leader_election.cluster", f"no cluster named {election.cluster!r}"))

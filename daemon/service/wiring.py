@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from daemon.controllers import gang, job, jobset
+from daemon.controllers import gang, job, jobset, multicluster
 from daemon.controllers.base import Controller, Reconciler
 from daemon.service.config import Settings
 from events import fold
 from events.hooks import Wired
 
-CONTROLLERS: Final[tuple[Controller, ...]] = (job.CONTROLLER, jobset.CONTROLLER, gang.CONTROLLER)
+CONTROLLERS: Final[tuple[Controller, ...]] = (
+    job.CONTROLLER,
+    jobset.CONTROLLER,
+    gang.CONTROLLER,
+    multicluster.CONTROLLER,
+)
 
 
 def wire() -> None:

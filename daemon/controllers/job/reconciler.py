@@ -74,6 +74,11 @@ class JobReconciler:
     # Jobs without spec.scheduling get a Workload and PodGroup too, as upstream's
     # WorkloadWithJob gate gives them (`daemon.controllers.job.gang`).
     workload_with_job: bool = False
+    # The manager cluster of `[reconcilers.multicluster]` ("" = none) and its label: a Job
+    # there with the label set to "true" runs in a worker, as a copy; the dispatcher handles
+    # it on the manager, so this controller runs no pod of it there.
+    dispatch_cluster: str = ""
+    dispatch_label: str = ""
 
     @property
     def name(self) -> str:
@@ -94,6 +99,8 @@ class JobReconciler:
         if job is None:
             return self._release_orphans(state, cluster, namespace, name)
         if managed_by(job) != self.managed_by:
+            return None
+        if cluster == self.dispatch_cluster and job.labels.get(self.dispatch_label) == "true":
             return None
         try:
             view = view_job(job)
@@ -176,4 +183,12 @@ def configured(settings: Settings) -> JobReconciler:
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
         workload_with_job=job.workload_with_job,
+        **_dispatched(settings),
     )
+
+
+def _dispatched(settings: Settings) -> dict[str, str]:
+    section = settings.reconcilers.multicluster
+    if not section.enabled:
+        return {}
+    return {"dispatch_cluster": section.manager, "dispatch_label": section.label}

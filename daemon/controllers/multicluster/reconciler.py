@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from msgspec.structs import replace
 
@@ -48,6 +48,7 @@ from daemon.controllers.multicluster.plan import (
     options,
 )
 from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, encode_claim
+from daemon.controllers.multicluster.settings import workers_of
 from daemon.controllers.multicluster.workload import (
     PLACED,
     WorkloadError,
@@ -57,6 +58,9 @@ from daemon.controllers.multicluster.workload import (
 from events.intents import Create, Delete, Intent, Patch
 from events.objects import Job, rfc3339
 from events.state import Claim, State
+
+if TYPE_CHECKING:
+    from daemon.service.config import Settings
 
 NAME: Final = "multicluster"
 ALL_AT_ONCE: Final = Dispatcher()
@@ -215,10 +219,10 @@ class MulticlusterReconciler:
         ]
         writes: list[Intent] = [_annotate(self.manager, job, {CLAIM: encode_claim(claim)})]
         for other in ousted:
-            kind, cluster, namespace, name = split_ref(other.preemptor)
+            _, cluster, namespace, name = split_ref(other.preemptor)
             writes.append(
                 Patch(
-                    cluster, kind, namespace, name,
+                    cluster, "Job", namespace, name,
                     patch={"metadata": {"annotations": {CLAIM: None}}},
                 )
             )  # fmt: skip
@@ -358,3 +362,16 @@ def _resume(copy: Job, worker: str) -> Patch:
 
 def _delete(copy: Job, worker: str) -> Delete:
     return Delete(worker, "Job", copy.namespace, copy.name, precondition_uid=copy.uid)
+
+
+def configured(settings: Settings) -> MulticlusterReconciler:
+    section = settings.reconcilers.multicluster
+    return MulticlusterReconciler(
+        manager=section.manager,
+        workers=tuple(workers_of(section, [c.name for c in settings.clusters])),
+        dispatcher=Dispatcher(section.dispatcher, section.step, int(section.round_seconds * 1000)),
+        managed_by=settings.reconcilers.job.managed_by,
+        label=section.label,
+        deadline_ms=int(section.preemption_deadline_seconds * 1000),
+        retry_ms=int(section.retry_seconds * 1000),
+    )

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from daemon.controllers.multicluster.reconciler import configured as multicluster_configured
 from daemon.service import config
 
 REPO = Path(__file__).resolve().parents[3]
@@ -247,6 +248,10 @@ def test_a_number_out_of_range_is_refused_naming_the_key_and_the_rule(
     ],
 )
 def test_bad_values_name_the_key_and_the_rule(tmp_path: Path, text: str, names: str) -> None:
+    _refused(tmp_path, text, names)
+
+
+def _refused(tmp_path: Path, text: str, names: str) -> None:
     path = tmp_path / "kbatchd.toml"
     path.write_text(text)
     with pytest.raises(config.ConfigError) as caught:
@@ -255,3 +260,58 @@ def test_bad_values_name_the_key_and_the_rule(tmp_path: Path, text: str, names: 
     assert message.startswith(f"{path}: ")
     assert names in message
     assert "\n" not in message
+
+
+THREE = "".join(f'[[clusters]]\nname = "{n}"\n' for n in ("m", "w1", "w2"))
+
+
+@pytest.mark.parametrize(
+    ("section", "names"),
+    [
+        ("enabled = true\n", "reconcilers.multicluster.manager: expected one of the [[clusters]]"),
+        (
+            'enabled = true\nmanager = "x"\n',
+            "reconcilers.multicluster.manager: expected one of the [[clusters]] names "
+            "['m', 'w1', 'w2'], got 'x'",
+        ),
+        (
+            'enabled = true\nmanager = "m"\nworkers = ["w1", "w9"]\n',
+            "reconcilers.multicluster.workers: no cluster named 'w9'",
+        ),
+        (
+            'enabled = true\nmanager = "m"\nworkers = ["w1", "m"]\n',
+            "reconcilers.multicluster.workers: the manager 'm' cannot be a worker",
+        ),
+        (
+            'enabled = true\nmanager = "m"\nworkers = ["w1", "w1"]\n',
+            "reconcilers.multicluster.workers: duplicate name in ['w1', 'w1']",
+        ),
+        (
+            'enabled = true\nmanager = "m"\ndispatcher = "Random"\n',
+            "Invalid enum value 'Random' - at `$.reconcilers.multicluster.dispatcher`",
+        ),
+    ],
+    ids=[
+        "no-manager",
+        "unknown-manager",
+        "unknown-worker",
+        "manager-as-worker",
+        "duplicate",
+        "dispatcher",
+    ],
+)
+def test_bad_multicluster_settings_name_the_key(tmp_path: Path, section: str, names: str) -> None:
+    _refused(tmp_path, THREE + "[reconcilers.multicluster]\n" + section, names)
+
+
+def test_a_manager_alone_has_no_worker(tmp_path: Path) -> None:
+    text = '[[clusters]]\nname = "m"\n[reconcilers.multicluster]\nenabled = true\nmanager = "m"\n'
+    _refused(tmp_path, text, "reconcilers.multicluster.workers: at least one worker cluster")
+
+
+def test_the_workers_default_to_every_cluster_but_the_manager(tmp_path: Path) -> None:
+    path = tmp_path / "kbatchd.toml"
+    path.write_text(THREE + '[reconcilers.multicluster]\nenabled = true\nmanager = "w1"\n')
+    settings = config.load(path)
+    rec = multicluster_configured(settings)
+    assert (rec.manager, rec.workers) == ("w1", ("m", "w2"))

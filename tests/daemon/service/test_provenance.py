@@ -59,7 +59,11 @@ def test_the_rules_are_what_the_reconcilers_placement_and_fold_import() -> None:
     packages they do not load must be one of `NOT_RULES` (so that editing it, `kbatchd
     place`'s own code, does not tell `--verify` the rules changed)."""
     imports = "daemon.service.wiring, daemon.controllers.runner, daemon.placement, events.fold"
-    build = "daemon.service.wiring.reconcilers(daemon.service.wiring.Settings())"
+    # Every controller on, those off by default too (the dispatcher).
+    build = (
+        "s = daemon.service.wiring.Settings(); s.reconcilers.multicluster.enabled = True; "
+        "daemon.service.wiring.reconcilers(s)"
+    )
     loaded = subprocess.run(
         # The reconcilers load when they are built (`Controller.build`), as the daemon does.
         [sys.executable, "-c", f"import sys, {imports}; {build}; print(*sys.modules)"],

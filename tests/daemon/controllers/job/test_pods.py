@@ -314,6 +314,27 @@ def test_a_custom_manager_name_is_honoured() -> None:
     assert len(creates(decision.intents)) == 1
 
 
+@pytest.mark.parametrize(
+    ("labels", "dispatching", "runs"),
+    [
+        ({"kbatchd.dev/multicluster": "true"}, True, False),
+        ({"kbatchd.dev/multicluster": "false"}, True, True),
+        ({}, True, True),
+        # The manager is another cluster: here is a worker, where copies run.
+        ({"kbatchd.dev/multicluster": "true"}, False, True),
+    ],
+    ids=["dispatched", "label-false", "no-label", "worker"],
+)
+def test_a_job_the_dispatcher_handles_on_the_manager_runs_no_pod_there(
+    labels: dict[str, str], dispatching: bool, runs: bool
+) -> None:
+    job = msgspec.structs.replace(make_job(), labels=labels)
+    manager = key(job).split("/")[1] if dispatching else "elsewhere"
+    rec = JobReconciler(dispatch_cluster=manager, dispatch_label="kbatchd.dev/multicluster")
+    decision = rec.decide(make_state(job), key(job), T0)
+    assert (decision is not None and bool(creates(decision.intents))) is runs
+
+
 def test_decisions_are_deterministic() -> None:
     job = make_job(
         parallelism=4, completions=8, completion_mode="Indexed", backoff_limit_per_index=2
