@@ -5,7 +5,7 @@ restart in the middle)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -13,28 +13,15 @@ from msgspec.structs import replace
 
 from daemon.controllers.base import Decision
 from daemon.controllers.multicluster.dispatch import INCREMENTAL, Dispatcher
-from daemon.controllers.multicluster.projection import CLAIM, FOLD, ORIGIN
+from daemon.controllers.multicluster.projection import CLAIM, ORIGIN
 from daemon.controllers.multicluster.reconciler import ALL_AT_ONCE, NAME, MulticlusterReconciler
 from daemon.controllers.multicluster.workload import PLACED
-from daemon.service import wiring
-from events import fold as events_fold
 from events.fold import fold
-from events.hooks import Wired
 from events.intents import Create, Delete, Patch
 from events.objects import Job, KObject, Pod, PriorityClass, decode_object_dict
 from events.schema import Change, Decided, Event, Observed, Outcome
 from events.state import State
 from tests.daemon.controllers.gang_builders import RACK, T0, nodes, running
-
-
-@pytest.fixture(autouse=True)
-def _fold_with_claims() -> Iterator[None]:
-    """The fold with this package's hooks beside the wired controllers' (the daemon does not
-    wire the dispatcher yet)."""
-    events_fold.wire(Wired([*(c.fold for c in wiring.CONTROLLERS), FOLD]))
-    yield
-    wiring.wire()
-
 
 MANAGER = "m"
 WORKERS = ("w1", "w2", "w3")
