@@ -11,6 +11,7 @@ import pytest
 from daemon.controllers.gang.preempt import Unit, group_unit, importance, pod_unit, reprieve
 from daemon.controllers.gang.spec import GangSpecError, evicted_whole
 from events.intents import Patch
+from events.state import Claim
 from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     GPU,
@@ -322,3 +323,20 @@ def test_a_preemptor_deletes_only_the_victims_it_marked_room_on() -> None:
     world.run(key("hi1"))
     world.run(key("hi2"))
     assert deletes(world.decide(key("hi1"))) == ["lo0-0", "lo0-1"]
+
+
+def test_room_a_cross_cluster_preemption_holds_is_taken_by_no_gang() -> None:
+    """A claim of the multi-cluster dispatcher holds rack 0 for a workload not yet here: a
+    gang that would fit there goes to rack 1, and one that fits only there waits."""
+    world = GangWorld(nodes())
+    room = {h: {GPU: 8, "pods": 1} for h in ("b0-r0-h0", "b0-r0-h1")}
+    world.state.claims = {
+        "Job/m/ns/big": Claim(
+            "Job/m/ns/big", (-100, T0, "uid-big"), CLUSTER, frozenset(), room, T0 + 60_000
+        )
+    }
+    world.add(running("on-r1", "b0-r1-h0", 8, 1))
+    world.add(podgroup("small", 1, topology_key=RACK), *members("small", 1, gpus=8))
+    assert set(binds(world.run(key("small"))).values()) == {"b0-r1-h1"}
+    world.add(podgroup("pair", 2, topology_key=RACK), *members("pair", 2, gpus=8))
+    assert not binds(world.run(key("pair")))
