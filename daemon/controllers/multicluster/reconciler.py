@@ -337,13 +337,15 @@ class MulticlusterReconciler:
         if copy is not None:
             if copy.spec.get("suspend") is True:
                 intents.append(_resume(copy, worker))
-            if copy.status and copy.status != job.status:
-                intents.append(
-                    Patch(
-                        self.manager, "Job", job.namespace, job.name,
-                        patch={"status": copy.status}, subresource="status",
-                    )
-                )  # fmt: skip
+            else:
+                status = _mirrored(copy.status)
+                if status and status != job.status:
+                    intents.append(
+                        Patch(
+                            self.manager, "Job", job.namespace, job.name,
+                            patch={"status": status}, subresource="status",
+                        )
+                    )  # fmt: skip
         if not intents:
             return None
         return Decision(f"Running: in {worker}", tuple(intents))
@@ -354,6 +356,16 @@ def _annotate(cluster: str, job: Job, annotations: Mapping[str, Any]) -> Patch:
         cluster, "Job", job.namespace, job.name,
         patch={"metadata": {"annotations": dict(annotations)}},
     )  # fmt: skip
+
+
+def _mirrored(status: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy's status as the manager's Job shows it: without the conditions of the copy's
+    suspension while it waited, which the manager's Job never had."""
+    conditions = [c for c in status.get("conditions") or () if c.get("type") != "Suspended"]
+    mirrored = {k: v for k, v in status.items() if k != "conditions"}
+    if conditions:
+        mirrored["conditions"] = conditions
+    return mirrored
 
 
 def _resume(copy: Job, worker: str) -> Patch:

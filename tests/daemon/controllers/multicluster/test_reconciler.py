@@ -250,9 +250,11 @@ def test_the_running_copy_is_mirrored_and_a_deleted_workload_takes_its_copies() 
     clusters.step(key)
     clusters.step(key)
     copy = clusters.jobs("w1")["big"]
-    clusters.observe("w1", clusters.bump(copy, status={"active": 2, "ready": 2}), "MODIFIED")
+    resumed = {"type": "Suspended", "status": "False", "reason": "JobResumed"}
+    status = {"active": 2, "ready": 2, "conditions": [resumed]}
+    clusters.observe("w1", clusters.bump(copy, status=status), "MODIFIED")
     assert clusters.step(key).reason == "Running: in w1"
-    assert clusters.jobs(MANAGER)["big"].status == {"active": 2, "ready": 2}
+    assert clusters.jobs(MANAGER)["big"].status == {"active": 2, "ready": 2}, "never suspended"
     assert clusters.decide(key) is None, "nothing more to mirror"
     clusters.observe(MANAGER, clusters.jobs(MANAGER)["big"], "DELETED")
     assert clusters.step(key).reason == f"Removed: {key} is gone; 1 copy(ies) deleted"
