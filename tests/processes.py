@@ -150,7 +150,7 @@ _WITH_FILE_SIZE_LIMIT = (
 _KILLED_AFTER = """
 import asyncio, os, runpy, signal, sys
 from daemon.kube import actuator
-from events.intents import Bind, Patch
+from events.intents import Bind, Delete, Patch
 limit, counted = int(sys.argv.pop(1)), sys.argv.pop(1)
 perform = actuator.Actuator.perform
 sent = landed = 0
@@ -158,6 +158,8 @@ past = None
 def counts(intent):
     if counted == 'binds':
         return type(intent) is Bind
+    if counted == 'deletes':
+        return type(intent) is Delete and intent.kind == 'Pod'
     return (type(intent) is Patch and intent.kind == 'Pod' and intent.subresource == 'status'
             and 'DisruptionTarget' in repr(intent.patch))
 def closes(intent):
@@ -211,12 +213,14 @@ async def spawn(
     file_size_limit: int | None = None,
     killed_after_binds: int | None = None,
     killed_after_marks: int | None = None,
+    killed_after_deletes: int | None = None,
     mount: Sequence[str] = (),
 ) -> AsyncIterator[Child]:
     """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
     bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`
-    (`killed_after_marks`): it SIGKILLs itself once that many binds (preemption victims
-    marked DisruptionTarget) have landed, before the next is sent (`_KILLED_AFTER`). `mount`: the
+    (`killed_after_marks`, `killed_after_deletes`): it SIGKILLs itself once that many binds
+    (preemption victims marked DisruptionTarget, pods deleted) have landed, before the next
+    is sent (`_KILLED_AFTER`). `mount`: the
     arguments of a ``mount`` made first in a mount namespace of the process's own (see
     `private_mounts`), which only it sees; others reach it under ``/proc/PID/root``."""
     environment = child_environment({"PYTHONUNBUFFERED": "1", **(env or {})})
@@ -227,6 +231,8 @@ async def spawn(
         command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_binds), "binds"]
     elif killed_after_marks is not None:
         command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_marks), "marks"]
+    elif killed_after_deletes is not None:
+        command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_deletes), "deletes"]
     if mount:
         # exec all the way: the pid is the daemon's.
         script = f'mount {shlex.join(mount)} && exec "$@"'

@@ -1,0 +1,266 @@
+"""Several worker clusters end to end: a Job submitted to the manager cluster runs in exactly
+one worker; when it fits nowhere, victims are evicted in exactly one worker; two racing
+preemptors never evict the same pods; a daemon killed in the middle of the evictions finishes
+the protocol where it began.
+
+One manager and three workers, each a simulated cluster of two racks of two 8-GPU hosts,
+every worker host held by one plain 8-GPU pod of low priority. Worker w2's rack 0 holds the
+lowest (priority 1 against 5): the lightest preemption anywhere."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from daemon.sim.cluster import SimCluster
+from daemon.sim.topology import RACK_LABEL
+from events.intents import Delete
+from events.schema import Decided
+from tests.backends import SIM_TIME_SCALE
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    logged_events,
+    running_daemon,
+    spawn,
+)
+
+pytestmark = pytest.mark.anyio
+
+MANAGER, WORKERS = "m", ("w1", "w2", "w3")
+TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
+HOSTS = ("b0-r0-h0", "b0-r0-h1", "b0-r1-h0", "b0-r1-h1")
+CLASSES = {"lowest": 1, "low": 5, "high": 1000, "urgent": 2000}
+NS = "default"
+CHEAP = {("w2", "fill-b0-r0-h0"), ("w2", "fill-b0-r0-h1")}
+
+
+@asynccontextmanager
+async def clusters(tmp: Path) -> AsyncIterator[dict[str, Path]]:
+    """The four clusters serving, filled; their kubeconfigs by name."""
+    async with AsyncExitStack() as stack:
+        found: dict[str, Path] = {}
+        for name in (MANAGER, *WORKERS):
+            sim = await stack.enter_async_context(
+                SimCluster.start(
+                    topology=TOPOLOGY,
+                    name=name,
+                    kubeconfig_path=tmp / f"{name}.kubeconfig",
+                    time_scale=SIM_TIME_SCALE,
+                )
+            )
+            assert sim.kubeconfig_path is not None
+            found[name] = sim.kubeconfig_path
+        for name, kubeconfig in found.items():
+            await _fill(kubeconfig, name)
+        yield found
+
+
+async def _fill(kubeconfig: Path, cluster: str) -> None:
+    async with kube_client(kubeconfig) as api:
+        scheduling, core = client.SchedulingV1Api(api), client.CoreV1Api(api)
+        for name, value in CLASSES.items():
+            body: Any = {"metadata": {"name": name}, "value": value}
+            await scheduling.create_priority_class(body)
+        if cluster == MANAGER:
+            return
+        for host in HOSTS:
+            cheap = cluster == "w2" and host.startswith("b0-r0")
+            pod: Any = _pod(f"fill-{host}", host, "lowest" if cheap else "low")
+            await core.create_namespaced_pod(NS, pod)
+
+        async def bound() -> bool:
+            pods = (await core.list_namespaced_pod(NS)).items
+            return len(pods) == len(HOSTS) and all(p.spec.node_name for p in pods)
+
+        await eventually(bound, within=30, what=f"{cluster} full")
+
+
+def _pod(name: str, host: str, priority_class: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "priorityClassName": priority_class,
+            "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {"kubernetes.io/hostname": host},
+            "containers": [{"name": "main", "image": "x", "resources": _gpus(8)}],
+        },
+    }
+
+
+def _gpus(count: int) -> dict[str, Any]:
+    return {"requests": {"nvidia.com/gpu": str(count)}, "limits": {"nvidia.com/gpu": str(count)}}
+
+
+def config(tmp: Path, kubeconfigs: dict[str, Path]) -> Path:
+    more = [
+        line
+        for name in WORKERS
+        for line in ("[[clusters]]", f'name = "{name}"', f'kubeconfig = "{kubeconfigs[name]}"')
+    ]
+    section = [
+        "[reconcilers.multicluster]",
+        "enabled = true",
+        f'manager = "{MANAGER}"',
+        "retry_seconds = 0.5",
+    ]
+    return daemon_config(
+        tmp, kubeconfigs[MANAGER], cluster=MANAGER, extra="\n".join([*more, *section])
+    )
+
+
+def job(name: str, priority_class: str) -> dict[str, Any]:
+    """Two 8-GPU pods that must share a rack, running for a long while."""
+    template = {
+        "metadata": {
+            "annotations": {
+                "kueue.x-k8s.io/podset-required-topology": RACK_LABEL,
+                "sim.kbatchd.dev/run-seconds": "3600",
+            }
+        },
+        "spec": {
+            "priorityClassName": priority_class,
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "x", "resources": _gpus(8)}],
+        },
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {"kbatchd.dev/multicluster": "true"}},
+        "spec": {
+            "managedBy": "kbatchd.dev/job-controller",
+            "parallelism": 2,
+            "completions": 2,
+            "template": template,
+        },
+    }
+
+
+async def submit(kubeconfig: Path, *bodies: dict[str, Any]) -> None:
+    async with kube_client(kubeconfig) as api:
+        for body in bodies:
+            sent: Any = body
+            await client.BatchV1Api(api).create_namespaced_job(NS, sent)
+
+
+async def running_in(kubeconfigs: dict[str, Path], name: str) -> str:
+    """The worker the manager's Job `name` runs in, once its two pods are Running there inside
+    one rack and no other worker holds a copy."""
+
+    async def where() -> str | None:
+        async with kube_client(kubeconfigs[MANAGER]) as api:
+            manager = await client.BatchV1Api(api).read_namespaced_job(name, NS)
+        worker = (manager.metadata.annotations or {}).get("kbatchd.dev/cluster")
+        if not worker:
+            return None
+        for other in WORKERS:
+            async with kube_client(kubeconfigs[other]) as api:
+                jobs = {
+                    j.metadata.name
+                    for j in (await client.BatchV1Api(api).list_namespaced_job(NS)).items
+                }
+                pods = (await client.CoreV1Api(api).list_namespaced_pod(NS)).items
+                nodes = {
+                    n.metadata.name: n for n in (await client.CoreV1Api(api).list_node()).items
+                }
+            if other != worker:
+                if name in jobs:
+                    return None
+                continue
+            mine = [p for p in pods if p.metadata.name.startswith(f"{name}-")]
+            if len(mine) != 2 or any(p.status.phase != "Running" for p in mine):
+                return None
+            racks = {nodes[p.spec.node_name].metadata.labels[RACK_LABEL] for p in mine}
+            assert len(racks) == 1, f"{name} split over {racks}"
+        return str(worker)
+
+    found: str = await eventually(where, within=60, what=f"{name} running in one worker")
+    return found
+
+
+async def fills_left(kubeconfigs: dict[str, Path]) -> set[tuple[str, str]]:
+    left = set()
+    for worker in WORKERS:
+        async with kube_client(kubeconfigs[worker]) as api:
+            for pod in (await client.CoreV1Api(api).list_namespaced_pod(NS)).items:
+                if pod.metadata.name.startswith("fill-") and not pod.metadata.deletion_timestamp:
+                    left.add((worker, pod.metadata.name))
+    return left
+
+
+ALL_FILLS = {(w, f"fill-{h}") for w in WORKERS for h in HOSTS}
+
+
+async def decisions(log: Path) -> list[Decided]:
+    return [
+        e
+        for _, e in await logged_events(log)
+        if isinstance(e, Decided) and e.reconciler == "multicluster"
+    ]
+
+
+def pod_deletes(found: list[Decided]) -> list[tuple[str, str]]:
+    return [
+        (i.cluster, i.name)
+        for d in found
+        for i in d.intents
+        if isinstance(i, Delete) and i.kind == "Pod"
+    ]
+
+
+async def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker(tmp_path: Path) -> None:
+    async with clusters(tmp_path) as kubeconfigs:
+        path = config(tmp_path, kubeconfigs)
+        async with running_daemon(path):
+            await submit(kubeconfigs[MANAGER], job("big", "high"))
+            assert await running_in(kubeconfigs, "big") == "w2"
+            assert await fills_left(kubeconfigs) == ALL_FILLS - CHEAP
+        found = await decisions(tmp_path / "kbatchd.db")
+        reasons = [d.reason.split(":")[0] for d in found if d.key == f"Job/{MANAGER}/{NS}/big"]
+        assert reasons.count("Reserved") == 1
+        assert reasons.count("Committed") == 1
+        assert sorted(pod_deletes(found)) == sorted(CHEAP), "each victim deleted once, in w2 only"
+
+
+async def test_two_racing_preemptors_never_evict_the_same_pods(tmp_path: Path) -> None:
+    async with clusters(tmp_path) as kubeconfigs:
+        path = config(tmp_path, kubeconfigs)
+        async with running_daemon(path):
+            await submit(kubeconfigs[MANAGER], job("first", "high"), job("second", "urgent"))
+            urgent = await running_in(kubeconfigs, "second")
+            other = await running_in(kubeconfigs, "first")
+        assert urgent == "w2", "the better rank takes the lightest room"
+        assert other != urgent
+        deletes = pod_deletes(await decisions(tmp_path / "kbatchd.db"))
+        assert len(deletes) == len(set(deletes)) == 4, deletes
+        assert set(deletes) >= CHEAP
+
+
+@pytest.mark.parametrize("killed_after", [1, 0], ids=["one-delete-landed", "before-any-delete"])
+async def test_a_daemon_killed_while_evicting_finishes_in_the_same_worker(
+    tmp_path: Path, killed_after: int
+) -> None:
+    async with clusters(tmp_path) as kubeconfigs:
+        path = config(tmp_path, kubeconfigs)
+        async with spawn(
+            "daemon", "run", "--config", str(path), killed_after_deletes=killed_after
+        ) as dying:
+            await submit(kubeconfigs[MANAGER], job("big", "high"))
+            assert await dying.wait(within=60) == -signal.SIGKILL, dying.output()
+        async with running_daemon(path):
+            assert await running_in(kubeconfigs, "big") == "w2"
+            assert await fills_left(kubeconfigs) == ALL_FILLS - CHEAP
+        found = await decisions(tmp_path / "kbatchd.db")
+        reasons = [d.reason.split(":")[0] for d in found]
+        assert reasons.count("Reserved") == 1, "resumed, not planned again"
+        assert reasons.count("Aborted") == 0
+        deletes = pod_deletes(found)
+        assert set(deletes) == CHEAP, "no other worker preempted"
