@@ -25,6 +25,7 @@ SECTIONS = (
     "gang",
     "gang_real",
     "gang_vs_scheduler",
+    "multicluster",
     "kills",
 )
 

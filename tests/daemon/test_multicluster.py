@@ -43,8 +43,9 @@ CHEAP = {("w2", "fill-b0-r0-h0"), ("w2", "fill-b0-r0-h1")}
 
 
 @asynccontextmanager
-async def clusters(tmp: Path) -> AsyncIterator[dict[str, Path]]:
-    """The four clusters serving, filled; their kubeconfigs by name."""
+async def clusters(tmp: Path, *, cheap: bool = True) -> AsyncIterator[dict[str, Path]]:
+    """The four clusters serving, filled (without `cheap`, every fill pod of priority low);
+    their kubeconfigs by name."""
     async with AsyncExitStack() as stack:
         found: dict[str, Path] = {}
         for name in (MANAGER, *WORKERS):
@@ -59,11 +60,11 @@ async def clusters(tmp: Path) -> AsyncIterator[dict[str, Path]]:
             assert sim.kubeconfig_path is not None
             found[name] = sim.kubeconfig_path
         for name, kubeconfig in found.items():
-            await _fill(kubeconfig, name)
+            await _fill(kubeconfig, name, cheap)
         yield found
 
 
-async def _fill(kubeconfig: Path, cluster: str) -> None:
+async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
     async with kube_client(kubeconfig) as api:
         scheduling, core = client.SchedulingV1Api(api), client.CoreV1Api(api)
         for name, value in CLASSES.items():
@@ -72,7 +73,7 @@ async def _fill(kubeconfig: Path, cluster: str) -> None:
         if cluster == MANAGER:
             return
         for host in HOSTS:
-            cheap = cluster == "w2" and host.startswith("b0-r0")
+            cheap = cheap_rack and cluster == "w2" and host.startswith("b0-r0")
             pod: Any = _pod(f"fill-{host}", host, "lowest" if cheap else "low")
             await core.create_namespaced_pod(NS, pod)
 
