@@ -33,6 +33,7 @@ from tests.daemon.test_multicluster import (
     MANAGER,
     NS,
     WORKERS,
+    Side,
     clusters,
     config,
     fills_left,
@@ -47,12 +48,12 @@ GROUP, VERSION = "scheduling.k8s.io", "v1alpha2"  # what the simulated cluster s
 
 
 async def _coordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
-    async with clusters(tmp, cheap=False) as kubeconfigs, running_daemon(config(tmp, kubeconfigs)):
+    async with clusters(tmp, cheap=False) as sides, running_daemon(config(tmp, sides)):
         start = time.perf_counter()
-        await submit(kubeconfigs[MANAGER], job("big", "high"))
-        worker = await running_in(kubeconfigs, "big")
+        await submit(sides[MANAGER].admin, job("big", "high"))
+        worker = await running_in(sides, "big")
         took = time.perf_counter() - start
-        return took, ALL_FILLS - await fills_left(kubeconfigs), worker
+        return took, ALL_FILLS - await fills_left(sides), worker
 
 
 def _copy(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -86,15 +87,15 @@ def _copy(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 async def _uncoordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
-    async with clusters(tmp, cheap=False) as kubeconfigs:
-        path = config(tmp, kubeconfigs)
+    async with clusters(tmp, cheap=False) as sides:
+        path = config(tmp, sides)
         # The dispatcher off: the bench dispatches, as an uncoordinated AllAtOnce would.
         path.write_text(path.read_text().replace("enabled = true", "enabled = false"))
         async with running_daemon(path):
             start = time.perf_counter()
             group, pods = _copy("big")
             for worker in WORKERS:
-                async with kube_client(kubeconfigs[worker]) as api:
+                async with kube_client(sides[worker].admin) as api:
                     custom = client.CustomObjectsApi(api)
                     await custom.create_namespaced_custom_object(
                         GROUP, VERSION, NS, "podgroups", group
@@ -105,7 +106,7 @@ async def _uncoordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
 
             async def first_running() -> str | None:
                 for worker in WORKERS:
-                    async with kube_client(kubeconfigs[worker]) as api:
+                    async with kube_client(sides[worker].admin) as api:
                         found = (await client.CoreV1Api(api).list_namespaced_pod(NS)).items
                     mine = [p for p in found if p.metadata.name.startswith("big-")]
                     if len(mine) == 2 and all(p.status.phase == "Running" for p in mine):
@@ -117,7 +118,7 @@ async def _uncoordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
             for worker in WORKERS:
                 if worker == winner:
                     continue
-                async with kube_client(kubeconfigs[worker]) as api:
+                async with kube_client(sides[worker].admin) as api:
                     for pod in pods:
                         await client.CoreV1Api(api).delete_namespaced_pod(
                             pod["metadata"]["name"], NS, grace_period_seconds=0
@@ -125,16 +126,16 @@ async def _uncoordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
                     await client.CustomObjectsApi(api).delete_namespaced_custom_object(
                         GROUP, VERSION, NS, "podgroups", "big"
                     )
-            return took, ALL_FILLS - await _settled(kubeconfigs), winner
+            return took, ALL_FILLS - await _settled(sides), winner
 
 
-async def _settled(kubeconfigs: dict[str, Path]) -> set[tuple[str, str]]:
+async def _settled(sides: dict[str, Side]) -> set[tuple[str, str]]:
     """The fill pods left once none has gone for 2 s (victims marked before the losing copies
     were removed are still deleted afterwards)."""
     last: set[tuple[str, str]] | None = None
     since = time.perf_counter()
     while True:
-        left = await fills_left(kubeconfigs)
+        left = await fills_left(sides)
         if left != last:
             last, since = left, time.perf_counter()
         elif time.perf_counter() - since >= 2.0:

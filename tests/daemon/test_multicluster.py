@@ -3,8 +3,9 @@ one worker; when it fits nowhere, victims are evicted in exactly one worker; two
 preemptors never evict the same pods; a daemon killed in the middle of the evictions finishes
 the protocol where it began.
 
-One manager and three workers, each a simulated cluster of two racks of two 8-GPU hosts,
-every worker host held by one plain 8-GPU pod of low priority. Worker w2's rack 0 holds the
+One manager and three workers of two racks of two 8-GPU hosts (simulated clusters, or real
+control planes whose API servers share one etcd under prefixes of their own), every worker
+host held by one plain 8-GPU pod of low priority. Worker w2's rack 0 holds the
 lowest (priority 1 against 5): the lightest preemption anywhere."""
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from kubernetes_asyncio import client
 
@@ -22,7 +25,7 @@ from daemon.sim.cluster import SimCluster
 from daemon.sim.topology import RACK_LABEL
 from events.intents import Delete
 from events.schema import Decided
-from tests.backends import SIM_TIME_SCALE
+from tests.backends import REAL, SIM, SIM_TIME_SCALE, backend_params, require_go
 from tests.processes import (
     daemon_config,
     eventually,
@@ -31,10 +34,14 @@ from tests.processes import (
     running_daemon,
     spawn,
 )
+from tests.realcluster.controlplane import KUBERNETES, ControlPlane, Profile
 
 pytestmark = pytest.mark.anyio
 
 MANAGER, WORKERS = "m", ("w1", "w2", "w3")
+# The simulated clusters, and the newest real release: four control planes a test.
+BACKENDS = backend_params(real=tuple(b for b in REAL if b == f"k8s-{KUBERNETES[-1]}"))
+PROFILE = Profile(scheduling=True, jobset_crds=False)
 TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
 HOSTS = ("b0-r0-h0", "b0-r0-h1", "b0-r1-h0", "b0-r1-h1")
 CLASSES = {"lowest": 1, "low": 5, "high": 1000, "urgent": 2000}
@@ -42,26 +49,65 @@ NS = "default"
 CHEAP = {("w2", "fill-b0-r0-h0"), ("w2", "fill-b0-r0-h1")}
 
 
+@dataclass(frozen=True)
+class Side:
+    """One cluster as the test reaches it (`admin`) and as kbatchd does (`kbatchd`)."""
+
+    admin: Path
+    kbatchd: Path
+
+
 @asynccontextmanager
-async def clusters(tmp: Path, *, cheap: bool = True) -> AsyncIterator[dict[str, Path]]:
-    """The four clusters serving, filled (without `cheap`, every fill pod of priority low);
-    their kubeconfigs by name."""
+async def clusters(
+    tmp: Path, backend: str = SIM, *, cheap: bool = True
+) -> AsyncIterator[dict[str, Side]]:
+    """The four clusters serving, filled (without `cheap`, every fill pod of priority low):
+    simulated clusters, or real control planes whose API servers share one etcd."""
     async with AsyncExitStack() as stack:
-        found: dict[str, Path] = {}
-        for name in (MANAGER, *WORKERS):
-            sim = await stack.enter_async_context(
-                SimCluster.start(
-                    topology=TOPOLOGY,
-                    name=name,
-                    kubeconfig_path=tmp / f"{name}.kubeconfig",
-                    time_scale=SIM_TIME_SCALE,
+        found: dict[str, Side] = {}
+        if backend == SIM:
+            for name in (MANAGER, *WORKERS):
+                sim = await stack.enter_async_context(
+                    SimCluster.start(
+                        topology=TOPOLOGY,
+                        name=name,
+                        kubeconfig_path=tmp / f"{name}.kubeconfig",
+                        time_scale=SIM_TIME_SCALE,
+                    )
                 )
-            )
-            assert sim.kubeconfig_path is not None
-            found[name] = sim.kubeconfig_path
-        for name, kubeconfig in found.items():
-            await _fill(kubeconfig, name, cheap)
+                assert sim.kubeconfig_path is not None
+                found[name] = Side(sim.kubeconfig_path, sim.kubeconfig_path)
+        else:
+            planes = await _planes(tmp, backend.removeprefix("k8s-"))
+            for plane in planes.values():  # the manager, whose etcd the others use, last
+                stack.callback(plane.stop)
+            found = {n: Side(p.admin_kubeconfig, p.kbatchd_kubeconfig) for n, p in planes.items()}
+        for name, side in found.items():
+            await _fill(side.admin, name, cheap)
         yield found
+
+
+async def _planes(tmp: Path, version: str) -> dict[str, ControlPlane]:
+    """A control plane per cluster, the workers' API servers on the manager's etcd."""
+    require_go()
+
+    def start() -> dict[str, ControlPlane]:
+        started: dict[str, ControlPlane] = {}
+        try:
+            manager = started[MANAGER] = ControlPlane.start(
+                version, tmp / MANAGER, topology=TOPOLOGY, profile=PROFILE
+            )
+            for name in WORKERS:
+                started[name] = ControlPlane.start(
+                    version, tmp / name, topology=TOPOLOGY, profile=PROFILE, beside=manager
+                )
+        except BaseException:
+            for plane in reversed(started.values()):
+                plane.stop()
+            raise
+        return started
+
+    return await anyio.to_thread.run_sync(start)
 
 
 async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
@@ -81,7 +127,7 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
             pods = (await core.list_namespaced_pod(NS)).items
             return len(pods) == len(HOSTS) and all(p.spec.node_name for p in pods)
 
-        await eventually(bound, within=30, what=f"{cluster} full")
+        await eventually(bound, within=120, what=f"{cluster} full")
 
 
 def _pod(name: str, host: str, priority_class: str) -> dict[str, Any]:
@@ -100,11 +146,11 @@ def _gpus(count: int) -> dict[str, Any]:
     return {"requests": {"nvidia.com/gpu": str(count)}, "limits": {"nvidia.com/gpu": str(count)}}
 
 
-def config(tmp: Path, kubeconfigs: dict[str, Path]) -> Path:
+def config(tmp: Path, sides: dict[str, Side]) -> Path:
     more = [
         line
         for name in WORKERS
-        for line in ("[[clusters]]", f'name = "{name}"', f'kubeconfig = "{kubeconfigs[name]}"')
+        for line in ("[[clusters]]", f'name = "{name}"', f'kubeconfig = "{sides[name].kbatchd}"')
     ]
     section = [
         "[reconcilers.multicluster]",
@@ -113,7 +159,7 @@ def config(tmp: Path, kubeconfigs: dict[str, Path]) -> Path:
         "retry_seconds = 0.5",
     ]
     return daemon_config(
-        tmp, kubeconfigs[MANAGER], cluster=MANAGER, extra="\n".join([*more, *section])
+        tmp, sides[MANAGER].kbatchd, cluster=MANAGER, extra="\n".join([*more, *section])
     )
 
 
@@ -152,18 +198,18 @@ async def submit(kubeconfig: Path, *bodies: dict[str, Any]) -> None:
             await client.BatchV1Api(api).create_namespaced_job(NS, sent)
 
 
-async def running_in(kubeconfigs: dict[str, Path], name: str) -> str:
+async def running_in(sides: dict[str, Side], name: str) -> str:
     """The worker the manager's Job `name` runs in, once its two pods are Running there inside
     one rack and no other worker holds a copy."""
 
     async def where() -> str | None:
-        async with kube_client(kubeconfigs[MANAGER]) as api:
+        async with kube_client(sides[MANAGER].admin) as api:
             manager = await client.BatchV1Api(api).read_namespaced_job(name, NS)
         worker = (manager.metadata.annotations or {}).get("kbatchd.dev/cluster")
         if not worker:
             return None
         for other in WORKERS:
-            async with kube_client(kubeconfigs[other]) as api:
+            async with kube_client(sides[other].admin) as api:
                 jobs = {
                     j.metadata.name
                     for j in (await client.BatchV1Api(api).list_namespaced_job(NS)).items
@@ -183,14 +229,14 @@ async def running_in(kubeconfigs: dict[str, Path], name: str) -> str:
             assert len(racks) == 1, f"{name} split over {racks}"
         return str(worker)
 
-    found: str = await eventually(where, within=60, what=f"{name} running in one worker")
+    found: str = await eventually(where, within=120, what=f"{name} running in one worker")
     return found
 
 
-async def fills_left(kubeconfigs: dict[str, Path]) -> set[tuple[str, str]]:
+async def fills_left(sides: dict[str, Side]) -> set[tuple[str, str]]:
     left = set()
     for worker in WORKERS:
-        async with kube_client(kubeconfigs[worker]) as api:
+        async with kube_client(sides[worker].admin) as api:
             for pod in (await client.CoreV1Api(api).list_namespaced_pod(NS)).items:
                 if pod.metadata.name.startswith("fill-") and not pod.metadata.deletion_timestamp:
                     left.add((worker, pod.metadata.name))
@@ -217,13 +263,16 @@ def pod_deletes(found: list[Decided]) -> list[tuple[str, str]]:
     ]
 
 
-async def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker(tmp_path: Path) -> None:
-    async with clusters(tmp_path) as kubeconfigs:
-        path = config(tmp_path, kubeconfigs)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker(
+    tmp_path: Path, backend: str
+) -> None:
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides)
         async with running_daemon(path):
-            await submit(kubeconfigs[MANAGER], job("big", "high"))
-            assert await running_in(kubeconfigs, "big") == "w2"
-            assert await fills_left(kubeconfigs) == ALL_FILLS - CHEAP
+            await submit(sides[MANAGER].admin, job("big", "high"))
+            assert await running_in(sides, "big") == "w2"
+            assert await fills_left(sides) == ALL_FILLS - CHEAP
         found = await decisions(tmp_path / "kbatchd.db")
         reasons = [d.reason.split(":")[0] for d in found if d.key == f"Job/{MANAGER}/{NS}/big"]
         assert reasons.count("Reserved") == 1
@@ -231,13 +280,16 @@ async def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker(tmp_pat
         assert sorted(pod_deletes(found)) == sorted(CHEAP), "each victim deleted once, in w2 only"
 
 
-async def test_two_racing_preemptors_never_evict_the_same_pods(tmp_path: Path) -> None:
-    async with clusters(tmp_path) as kubeconfigs:
-        path = config(tmp_path, kubeconfigs)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_two_racing_preemptors_never_evict_the_same_pods(
+    tmp_path: Path, backend: str
+) -> None:
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides)
         async with running_daemon(path):
-            await submit(kubeconfigs[MANAGER], job("first", "high"), job("second", "urgent"))
-            urgent = await running_in(kubeconfigs, "second")
-            other = await running_in(kubeconfigs, "first")
+            await submit(sides[MANAGER].admin, job("first", "high"), job("second", "urgent"))
+            urgent = await running_in(sides, "second")
+            other = await running_in(sides, "first")
         assert urgent == "w2", "the better rank takes the lightest room"
         assert other != urgent
         deletes = pod_deletes(await decisions(tmp_path / "kbatchd.db"))
@@ -246,19 +298,20 @@ async def test_two_racing_preemptors_never_evict_the_same_pods(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("killed_after", [1, 0], ids=["one-delete-landed", "before-any-delete"])
+@pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_daemon_killed_while_evicting_finishes_in_the_same_worker(
-    tmp_path: Path, killed_after: int
+    tmp_path: Path, backend: str, killed_after: int
 ) -> None:
-    async with clusters(tmp_path) as kubeconfigs:
-        path = config(tmp_path, kubeconfigs)
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides)
         async with spawn(
             "daemon", "run", "--config", str(path), killed_after_deletes=killed_after
         ) as dying:
-            await submit(kubeconfigs[MANAGER], job("big", "high"))
+            await submit(sides[MANAGER].admin, job("big", "high"))
             assert await dying.wait(within=60) == -signal.SIGKILL, dying.output()
         async with running_daemon(path):
-            assert await running_in(kubeconfigs, "big") == "w2"
-            assert await fills_left(kubeconfigs) == ALL_FILLS - CHEAP
+            assert await running_in(sides, "big") == "w2"
+            assert await fills_left(sides) == ALL_FILLS - CHEAP
         found = await decisions(tmp_path / "kbatchd.db")
         reasons = [d.reason.split(":")[0] for d in found]
         assert reasons.count("Reserved") == 1, "resumed, not planned again"

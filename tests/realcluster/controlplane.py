@@ -204,10 +204,16 @@ class ControlPlane:
         topology: str = "blocks=1,racks=2,hosts=4,gpus=8",
         cache: Path | None = None,
         audit: bool = False,
+        beside: ControlPlane | None = None,
     ) -> ControlPlane:
-        """`audit`: kube-apiserver writes an audit log (`AUDIT_POLICY`) to `audit_log`."""
+        """`audit`: kube-apiserver writes an audit log (`AUDIT_POLICY`) to `audit_log`.
+        `beside`: another cluster whose etcd this one shares, under a key prefix of its own
+        (``/registry-<root's name>``), as several clusters of a test share one etcd; stop it
+        after this one."""
         cache = cache or build(version)
         plane = cls(version, root, profile or Profile(), topology, audit)
+        if beside is not None:
+            plane._etcd = beside._etcd
         try:
             plane._start(cache)
         except BaseException:
@@ -269,13 +275,8 @@ class ControlPlane:
                     + " | ".join(tail)
                 )
 
-    def _start(self, cache: Path) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        pki = self.root / "pki"
-        make_pki(pki)
-        gates, runtime = gates_and_runtime_config(self.version, self.profile)
-        bin_k8s = cache / f"kubernetes-{self.version}"
-        etcd_port, etcd_peer, api_port = free_port(), free_port(), free_port()
+    def _start_etcd(self, cache: Path) -> None:
+        etcd_port, etcd_peer = free_port(), free_port()
         self._etcd = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [
             str(cache / f"etcd-{VERSIONS['ETCD_VERSION']}" / "etcd"),
@@ -288,10 +289,22 @@ class ControlPlane:
             "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
             "--unsafe-no-fsync", "--log-level", "warn",
         ])  # fmt: skip
+
+    def _start(self, cache: Path) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        pki = self.root / "pki"
+        make_pki(pki)
+        gates, runtime = gates_and_runtime_config(self.version, self.profile)
+        bin_k8s = cache / f"kubernetes-{self.version}"
+        api_port = free_port()
+        shared = bool(self._etcd)
+        if not shared:
+            self._start_etcd(cache)
         self.server = f"https://127.0.0.1:{api_port}"
         apiserver = [
             str(bin_k8s / "kube-apiserver"),
-            "--etcd-servers", f"http://127.0.0.1:{etcd_port}",
+            "--etcd-servers", self._etcd,
+            *(["--etcd-prefix", f"/registry-{self.root.name}"] if shared else []),
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             # The `kubernetes` Service's endpoint may not be a loopback address; nothing here
             # reaches the API server through that Service.
