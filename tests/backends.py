@@ -4,8 +4,7 @@ as it would reach `kbatchd sim`) and the real control plane (`tests/realcluster`
 Kubernetes release and profile for the whole session, a fresh namespace per test).
 
 A test takes the `backend` fixture (parametrized over ``sim`` and ``k8s-<release>``) and opens a
-`Cluster` with `on_cluster`, or several named ones (a manager and workers, say) with
-`on_clusters`. Where Go is missing the real backends skip, saying so; with
+`Cluster` with `on_cluster`. Where Go is missing the real backends skip, saying so; with
 ``KBATCHD_REAL_CLUSTER=require`` (CI) they fail instead, naming the step that could not run.
 """
 
@@ -15,8 +14,8 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -26,22 +25,9 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from daemon.sim import kubeconfig as sim_kubeconfig
 from daemon.sim.cluster import SimCluster
-from tests.processes import (
-    ConfiguredCluster,
-    clusters_daemon_config,
-    daemon_config,
-    eventually,
-    kube_client,
-)
-from tests.realcluster.controlplane import (
-    KUBERNETES,
-    ControlPlane,
-    ControlPlaneError,
-    ControlPlanes,
-    Profile,
-)
+from tests.processes import daemon_config, eventually, kube_client
+from tests.realcluster.controlplane import KUBERNETES, ControlPlane, ControlPlaneError, Profile
 
 SIM: Final = "sim"
 # A cluster of your own instead of the built control planes: an admin kubeconfig (see README).
@@ -71,9 +57,8 @@ def real_params() -> list[Any]:
 @dataclass(frozen=True)
 class Cluster:
     """One backend, ready for a scenario. `kubeconfig` is what kbatchd connects with (on the
-    real control plane a ServiceAccount token bound to config/rbac.yaml), at `context` (empty:
-    its current one); `admin` is the test's own, of this cluster alone. Objects go into
-    `namespace`."""
+    real control plane a ServiceAccount token bound to config/rbac.yaml); `admin` is the test's
+    own. Objects go into `namespace`."""
 
     backend: str
     kubeconfig: Path
@@ -81,9 +66,6 @@ class Cluster:
     namespace: str
     plane: ControlPlane | None = None
     sim: SimCluster | None = None
-    # `on_clusters`' clusters are named by the test, and share one kubeconfig for kbatchd.
-    given_name: str = ""
-    context: str = ""
 
     @property
     def real(self) -> bool:
@@ -92,8 +74,6 @@ class Cluster:
     @property
     def name(self) -> str:
         """The cluster's name in kbatchd's config, log and refs."""
-        if self.given_name:
-            return self.given_name
         return "real" if self.real else "sim-0"
 
     @property
@@ -105,15 +85,7 @@ class Cluster:
 
     def daemon_config(self, tmp: Path, **options: Any) -> Path:
         """`tests.processes.daemon_config` for this cluster."""
-        return daemon_config(
-            tmp, self.kubeconfig, cluster=self.name, context=self.context, **options
-        )
-
-
-def clusters_config(tmp: Path, clusters: Sequence[Cluster], **options: Any) -> Path:
-    """`tests.processes.daemon_config` for every cluster of `on_clusters`, in their order."""
-    tables = [ConfiguredCluster(c.name, c.kubeconfig, c.context) for c in clusters]
-    return clusters_daemon_config(tmp, tables, **options)
+        return daemon_config(tmp, self.kubeconfig, cluster=self.name, **options)
 
 
 class _Planes:
@@ -121,7 +93,6 @@ class _Planes:
 
     def __init__(self) -> None:
         self.running: dict[tuple[str, Profile, str], ControlPlane] = {}
-        self.shared: dict[tuple[str, Profile, str, tuple[str, ...]], ControlPlanes] = {}
         self.failed: dict[str, str] = {}
         self.root = Path(tempfile.mkdtemp(prefix="kbatchd-control-planes-"))
         self._names = itertools.count(1)
@@ -146,36 +117,6 @@ class _Planes:
             self.running[key] = plane
         return self.running[key]
 
-    def get_several(
-        self,
-        version: str,
-        profile: Profile,
-        topology: str,
-        names: tuple[str, ...],
-        *,
-        fresh: bool = False,
-    ) -> ControlPlanes:
-        """`get` for clusters `names` on one etcd (`ControlPlanes`). A failure to start them
-        fails every later request for them, not the release's single planes."""
-        key = (version, profile, topology, names)
-        failed = f"{version} {','.join(names)}"
-        if fresh or key not in self.shared:
-            for known in (version, failed):
-                if known in self.failed:
-                    pytest.fail(self.failed[known], pytrace=False)
-            root = self.root / f"{version}-{'-'.join(names)}-{next(self._names)}"
-            try:
-                planes = ControlPlanes.start(
-                    version, root, names=names, profile=profile, topology=topology
-                )
-            except ControlPlaneError as exc:
-                self.failed[failed] = f"real control planes {', '.join(names)}: {exc}"
-                pytest.fail(self.failed[failed], pytrace=False)
-            if fresh:
-                return planes
-            self.shared[key] = planes
-        return self.shared[key]
-
     def namespace(self) -> str:
         return f"t{next(self._names)}"
 
@@ -183,9 +124,6 @@ class _Planes:
         for plane in self.running.values():
             plane.stop()
         self.running.clear()
-        for planes in self.shared.values():
-            planes.stop()
-        self.shared.clear()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -258,7 +196,13 @@ async def on_cluster(
         lambda: planes().get(version, profile or Profile(), topology, fresh=fresh)
     )
     namespace = planes().namespace()
-    await _create_namespace(plane.admin_kubeconfig, namespace)
+    async with kube_client(plane.admin_kubeconfig) as api:
+        await client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        await eventually(
+            lambda: _has_default_service_account(api, namespace),
+            within=60,
+            what=f"namespace {namespace}'s default ServiceAccount",
+        )
     try:
         yield Cluster(backend, plane.kbatchd_kubeconfig, plane.admin_kubeconfig, namespace, plane)
     finally:
@@ -267,110 +211,6 @@ async def on_cluster(
                 await anyio.to_thread.run_sync(plane.stop)
             else:
                 await _remove_namespace(plane.admin_kubeconfig, namespace)
-
-
-@asynccontextmanager
-async def on_clusters(
-    backend: str,
-    tmp: Path,
-    names: Sequence[str] = ("w1", "w2", "w3"),
-    *,
-    profile: Profile | None = None,
-    topology: str = DEFAULT_TOPOLOGY,
-    fresh: bool = False,
-    time_scale: float = SIM_TIME_SCALE,
-) -> AsyncIterator[list[Cluster]]:
-    """One cluster per name, in that order, each named so (`Cluster.name`) and with the nodes
-    of `topology`; `clusters_config` writes kbatchd's config naming them all. kbatchd reaches
-    them through one kubeconfig, a context per cluster named after it; each `Cluster.admin`
-    is the test's kubeconfig of that cluster alone.
-
-    Simulated: a `SimCluster` per name in this process, as ``kbatchd sim --clusters N``
-    serves them. Real: `ControlPlanes`, API servers on one etcd, kept for the session per
-    release, profile, topology and names as `on_cluster` keeps single planes: starting three
-    takes 10 to 17 s on two cores, and idle they cost about 7% of a core and 2 GB. Each test
-    gets a fresh namespace of one name in every cluster, removed when the block ends.
-    `fresh`: clusters of the test's own, stopped then."""
-    names = tuple(names)
-    if not names or len(set(names)) != len(names):
-        raise ValueError(f"on_clusters: distinct names needed, got {names}")
-    if backend == SIM:
-        async with AsyncExitStack() as stack:
-            sims = [
-                await stack.enter_async_context(
-                    SimCluster.start(
-                        topology=topology,
-                        name=name,
-                        kubeconfig_path=tmp / f"{name}.kubeconfig",
-                        time_scale=time_scale,
-                    )
-                )
-                for name in names
-            ]
-            shared = sim_kubeconfig.write(
-                tmp / "clusters.kubeconfig", [(sim.name, sim.url) for sim in sims]
-            )
-            found = []
-            for sim in sims:
-                assert sim.kubeconfig_path is not None
-                found.append(
-                    Cluster(
-                        SIM,
-                        shared,
-                        sim.kubeconfig_path,
-                        "default",
-                        sim=sim,
-                        given_name=sim.name,
-                        context=sim.name,
-                    )
-                )
-            yield found
-        return
-    if backend == OWN:
-        pytest.skip(f"needs {len(names)} clusters; {OWN_ENV} names one")
-    require_go()
-    version = backend.removeprefix("k8s-")
-    several = await anyio.to_thread.run_sync(
-        lambda: planes().get_several(version, profile or Profile(), topology, names, fresh=fresh)
-    )
-    namespace = planes().namespace()
-    made: list[Path] = []
-    try:
-        for plane in several.clusters.values():
-            await _create_namespace(plane.admin_kubeconfig, namespace)
-            made.append(plane.admin_kubeconfig)
-        yield [
-            Cluster(
-                backend,
-                several.kbatchd_kubeconfig,
-                plane.admin_kubeconfig,
-                namespace,
-                plane,
-                given_name=name,
-                context=name,
-            )
-            for name, plane in several.clusters.items()
-        ]
-    finally:
-        with anyio.CancelScope(shield=True):
-            if fresh:
-                await anyio.to_thread.run_sync(several.stop)
-            else:
-                # About 5 s each, the namespace controller's: at once, not one after another.
-                async with anyio.create_task_group() as removing:
-                    for admin in made:
-                        removing.start_soon(_remove_namespace, admin, namespace)
-
-
-async def _create_namespace(admin: Path, namespace: str) -> None:
-    """The namespace, once its default ServiceAccount exists (pods need it to be created)."""
-    async with kube_client(admin) as api:
-        await client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
-        await eventually(
-            lambda: _has_default_service_account(api, namespace),
-            within=60,
-            what=f"namespace {namespace}'s default ServiceAccount",
-        )
 
 
 async def _has_default_service_account(api: client.ApiClient, namespace: str) -> bool:

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
@@ -298,22 +298,12 @@ async def simulated_cluster_here(
         yield sim, kubeconfig
 
 
-class ConfiguredCluster(NamedTuple):
-    """One ``[[clusters]]`` table: the name, the kubeconfig, and its context (empty: the
-    kubeconfig's current one)."""
-
-    name: str
-    kubeconfig: Path
-    context: str = ""
-
-
 def daemon_config(
     tmp: Path,
     kubeconfig: Path,
     *,
     name: str = "kbatchd",
     cluster: str = "sim-0",
-    context: str = "",
     extra: str = "",
     job: dict[str, Any] | None = None,
     **daemon: Any,
@@ -326,31 +316,11 @@ def daemon_config(
     failure stay short; the health endpoint takes a free
     loopback port (several daemons may run at once); `job` are more keys of
     ``[reconcilers.job]``, `daemon` of ``[daemon]``; `extra` is TOML appended at the end."""
-    clusters = [ConfiguredCluster(cluster, kubeconfig, context)]
-    return clusters_daemon_config(tmp, clusters, name=name, extra=extra, job=job, **daemon)
-
-
-def clusters_daemon_config(
-    tmp: Path,
-    clusters: Sequence[ConfiguredCluster],
-    *,
-    name: str = "kbatchd",
-    extra: str = "",
-    job: dict[str, Any] | None = None,
-    **daemon: Any,
-) -> Path:
-    """`daemon_config` with a ``[[clusters]]`` table for each of `clusters`, in their order."""
-    tables = []
-    for cluster in clusters:
-        tables += [
-            "[[clusters]]",
-            f"name = {json.dumps(cluster.name)}",
-            f"kubeconfig = {json.dumps(str(cluster.kubeconfig))}",
-            *([f"context = {json.dumps(cluster.context)}"] if cluster.context else []),
-        ]
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
-        *tables,
+        "[[clusters]]",
+        f'name = "{cluster}"',
+        f'kubeconfig = "{kubeconfig}"',
         "[reconcilers.job]",
         "backoff_base_seconds = 1.0",
         *(f"{key} = {json.dumps(value)}" for key, value in (job or {}).items()),

@@ -6,10 +6,6 @@ kwok plays the kubelets: the nodes are the simulated cluster's GPU topology (the
 string), and the pods live by the same `sim.kbatchd.dev/*` annotations (`stages.yaml`), so one
 scenario runs on both backends. kbatchd connects with a ServiceAccount token bound to
 `config/rbac.yaml`, as on a real cluster; tests use the admin kubeconfig.
-
-`ControlPlanes` starts several clusters whose API servers share one etcd, each under a key
-prefix of its own: what a cluster needs apart from etcd is `ControlPlane._start`, run once per
-cluster.
 """
 
 from __future__ import annotations
@@ -17,18 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,22 +109,10 @@ def gates_and_runtime_config(version: str, profile: Profile) -> tuple[str, str]:
     return ",".join(f"{g}=true" for g in gates.split(",")), runtime
 
 
-# Ports `free_port` has handed out: the port is free only until someone binds it, and
-# `ControlPlanes` starts its clusters from several threads at once.
-_ports_given: set[int] = set()
-_ports_lock: Final = threading.Lock()
-
-
 def free_port() -> int:
-    """A loopback port nobody listens on, and never one this process was given before."""
-    with _ports_lock:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in _ports_given:
-                _ports_given.add(port)
-                return port
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _openssl(*args: str) -> None:
@@ -198,143 +178,8 @@ class _Process:
 
 
 @dataclass
-class _Group:
-    """Processes logging to `<root>/<name>.log`, each the leader of a session of its own, so that
-    a signal to its group reaches whatever it forked. Stopped in the reverse of their start."""
-
-    root: Path
-    processes: list[_Process] = field(default_factory=list)
-    _files: ExitStack = field(default_factory=ExitStack)
-
-    def spawn(self, name: str, argv: list[str]) -> _Process:
-        log = self.root / f"{name}.log"
-        process = _Process(name, argv, self._popen(argv, log), log)
-        self.processes.append(process)
-        return process
-
-    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-        out: IO[bytes] = self._files.enter_context(log.open("ab"))
-        return subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-
-    def named(self, name: str) -> _Process:
-        (process,) = (p for p in self.processes if p.name == name)
-        return process
-
-    def kill(self, name: str) -> None:
-        """SIGKILL: no graceful stop, which would wait out every open watch."""
-        process = self.named(name)
-        os.killpg(process.popen.pid, signal.SIGKILL)
-        process.popen.wait(timeout=30)
-
-    def restart(self, name: str) -> None:
-        """The same command again, logging to the same file."""
-        process = self.named(name)
-        process.popen = self._popen(process.argv, process.log)
-
-    def check_alive(self, what: str) -> None:
-        for p in self.processes:
-            if p.popen.poll() is not None:
-                tail = p.log.read_text(errors="replace").strip().splitlines()[-5:]
-                raise ControlPlaneError(
-                    f"{p.name} {what} exited with code {p.popen.returncode}: " + " | ".join(tail)
-                )
-
-    def stop(self) -> None:
-        for p in reversed(self.processes):
-            if p.popen.poll() is None:
-                os.killpg(p.popen.pid, signal.SIGTERM)
-        for p in reversed(self.processes):
-            try:
-                p.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.popen.pid, signal.SIGKILL)
-                p.popen.wait()
-        self.processes.clear()
-        self._files.close()
-
-
-@dataclass
-class Etcd:
-    """One etcd on loopback (`<root>/etcd`, logging to `<root>/etcd.log`): a cluster's own, or
-    shared by several clusters' API servers, each storing under a key prefix of its own.
-    Revisions, and so compaction, are etcd-wide: they are every sharing cluster's at once."""
-
-    url: str
-    data: Path
-    _group: _Group
-
-    @classmethod
-    def start(cls, cache: Path, root: Path) -> Etcd:
-        root.mkdir(parents=True, exist_ok=True)
-        port, peer = free_port(), free_port()
-        url = f"http://127.0.0.1:{port}"
-        etcd = cls(url, root / "etcd", _Group(root))
-        etcd._group.spawn("etcd", [
-            str(cache / f"etcd-{VERSIONS['ETCD_VERSION']}" / "etcd"),
-            "--data-dir", str(etcd.data),
-            "--listen-client-urls", url, "--advertise-client-urls", url,
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"default=http://127.0.0.1:{peer}",
-            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
-            "--unsafe-no-fsync", "--log-level", "warn",
-        ])  # fmt: skip
-        return etcd
-
-    @property
-    def pid(self) -> int:
-        return self._group.named("etcd").popen.pid
-
-    def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One call of etcd's JSON gateway (keys and values base64, as it wants them)."""
-        request = urllib.request.Request(
-            self.url + path, data=json.dumps(body).encode(), method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            answer: dict[str, Any] = json.loads(response.read())
-            return answer
-
-    def keys(self, prefix: str) -> list[str]:
-        """Every key stored under `prefix` (names only, not values)."""
-        start = prefix.encode()
-        # The range's end is the prefix with its last byte incremented: every key beginning
-        # with the prefix sorts before it.
-        end = start[:-1] + bytes([start[-1] + 1])
-        answer = self.call("/v3/kv/range", {
-            "key": base64.b64encode(start).decode(),
-            "range_end": base64.b64encode(end).decode(),
-            "keys_only": True,
-        })  # fmt: skip
-        return [base64.b64decode(kv["key"]).decode() for kv in answer.get("kvs", [])]
-
-    def compact(self) -> int:
-        """Compact at the current revision; the revision."""
-        key = base64.b64encode(b"/registry").decode()
-        answer = self.call("/v3/kv/range", {"key": key, "limit": 1})
-        revision = int(answer["header"]["revision"])
-        self.call("/v3/kv/compaction", {"revision": revision, "physical": True})
-        return revision
-
-    def move_revision(self) -> None:
-        """One write outside every cluster's prefix: the revision moves on, no object changes."""
-        key = base64.b64encode(b"/kbatchd-tests/revision").decode()
-        self.call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
-
-    def check_alive(self) -> None:
-        self._group.check_alive(VERSIONS["ETCD_VERSION"])
-
-    def stop(self) -> None:
-        self._group.stop()
-        shutil.rmtree(self.data, ignore_errors=True)
-
-
-@dataclass
 class ControlPlane:
-    """One running control plane. `start` returns it serving; `stop` ends every process (and
-    its etcd, unless that is shared: then whoever started the etcd stops it)."""
+    """One running control plane. `start` returns it serving; `stop` ends every process."""
 
     version: str
     root: Path
@@ -344,15 +189,10 @@ class ControlPlane:
     server: str = ""
     admin_kubeconfig: Path = field(default_factory=Path)
     kbatchd_kubeconfig: Path = field(default_factory=Path)
-    # Where kube-apiserver keeps the cluster in etcd: its default, unless the etcd is shared.
-    etcd_prefix: str = "/registry"
     _cache: Path = field(default_factory=Path)
-    _etcd: Etcd | None = None
-    _owns_etcd: bool = False
-    _group: _Group = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._group = _Group(self.root)
+    _etcd: str = ""
+    _processes: list[_Process] = field(default_factory=list)
+    _files: ExitStack = field(default_factory=ExitStack)
 
     @classmethod
     def start(
@@ -369,96 +209,102 @@ class ControlPlane:
         """`audit`: kube-apiserver writes an audit log (`AUDIT_POLICY`) to `audit_log`.
         `beside`: another cluster whose etcd this one shares, under a key prefix of its own
         (``/registry-<root's name>``), as several clusters of a test share one etcd; stop it
-        after this one. (`ControlPlanes` starts several on an etcd none of them owns.)"""
-        return cls._launch(
-            version,
-            root,
-            profile or Profile(),
-            topology,
-            cache or build(version),
-            audit=audit,
-            etcd=beside.etcd if beside is not None else None,
-            prefix=f"/registry-{root.name}" if beside is not None else "",
-        )
-
-    @classmethod
-    def _launch(
-        cls,
-        version: str,
-        root: Path,
-        profile: Profile,
-        topology: str,
-        cache: Path,
-        *,
-        audit: bool,
-        etcd: Etcd | None,
-        prefix: str,
-    ) -> ControlPlane:
-        """The cluster on `etcd` under `prefix`; without an etcd, on one of its own."""
-        plane = cls(version, root, profile, topology, audit)
+        after this one."""
+        cache = cache or build(version)
+        plane = cls(version, root, profile or Profile(), topology, audit)
+        if beside is not None:
+            plane._etcd = beside._etcd
         try:
-            root.mkdir(parents=True, exist_ok=True)
-            if etcd is None:
-                etcd, plane._owns_etcd = Etcd.start(cache, root), True
-            plane._etcd = etcd
-            plane.etcd_prefix = prefix or plane.etcd_prefix
             plane._start(cache)
         except BaseException:
             plane.stop()
             raise
         return plane
 
-    @property
-    def etcd(self) -> Etcd:
-        if self._etcd is None:
-            raise ControlPlaneError(f"control plane {self.root.name} has no etcd: not started")
-        return self._etcd
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = self.root / f"{name}.log"
+        self._processes.append(_Process(name, argv, self._popen(argv, log), log))
+
+    def _popen(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+        out: IO[bytes] = self._files.enter_context(log.open("ab"))
+        return subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def _etcd_call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One call of etcd's JSON gateway (keys and values base64, as it wants them)."""
+        request = urllib.request.Request(
+            self._etcd + path, data=json.dumps(body).encode(), method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
 
     def compact_history(self) -> int:
         """Compact etcd at its current revision, as kube-apiserver does every few minutes: a
-        watch from any older resourceVersion is then answered 410 Gone. The revision. On a
-        shared etcd every cluster's history is compacted."""
-        return self.etcd.compact()
+        watch from any older resourceVersion is then answered 410 Gone. The revision."""
+        key = base64.b64encode(b"/registry").decode()
+        answer = self._etcd_call("/v3/kv/range", {"key": key, "limit": 1})
+        revision = int(answer["header"]["revision"])
+        self._etcd_call("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
 
     def restart_apiserver(self) -> None:
-        """Kill kube-apiserver and start it again on the same port: every watch breaks, and the
-        new watch cache begins at the current revision, so a client resuming an older
-        resourceVersion is answered 410 Gone.
+        """Kill kube-apiserver (a graceful stop would wait out every open watch) and start it
+        again on the same port: every watch breaks, and the new watch cache begins at the
+        current revision, so a client resuming an older resourceVersion is answered 410 Gone.
 
         etcd's revision is moved on while no API server runs: a client whose last
         resourceVersion was the newest revision (a bookmark just before the kill) would
         otherwise resume exactly at the new cache's start, and be served, not refused."""
-        self._group.kill("kube-apiserver")
-        self.etcd.move_revision()
-        self._group.restart("kube-apiserver")
+        (process,) = (p for p in self._processes if p.name == "kube-apiserver")
+        os.killpg(process.popen.pid, signal.SIGKILL)
+        process.popen.wait(timeout=30)
+        key = base64.b64encode(b"/kbatchd-tests/revision").decode()
+        self._etcd_call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
+        process.popen = self._popen(process.argv, process.log)
         self._wait_ready("/readyz")
 
-    def pid(self, name: str) -> int:
-        """The process id of one of its components (``kube-apiserver``, ``kwok``, ...)."""
-        if name == "etcd":
-            return self.etcd.pid
-        return self._group.named(name).popen.pid
-
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        self._group.spawn(name, argv)
-
     def _check_alive(self) -> None:
-        self.etcd.check_alive()
-        self._group.check_alive(self.version)
+        for p in self._processes:
+            if p.popen.poll() is not None:
+                tail = p.log.read_text(errors="replace").strip().splitlines()[-5:]
+                raise ControlPlaneError(
+                    f"{p.name} {self.version} exited with code {p.popen.returncode}: "
+                    + " | ".join(tail)
+                )
+
+    def _start_etcd(self, cache: Path) -> None:
+        etcd_port, etcd_peer = free_port(), free_port()
+        self._etcd = f"http://127.0.0.1:{etcd_port}"
+        self._spawn("etcd", [
+            str(cache / f"etcd-{VERSIONS['ETCD_VERSION']}" / "etcd"),
+            "--data-dir", str(self.root / "etcd"),
+            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd_peer}",
+            "--initial-cluster", f"default=http://127.0.0.1:{etcd_peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--unsafe-no-fsync", "--log-level", "warn",
+        ])  # fmt: skip
 
     def _start(self, cache: Path) -> None:
-        """Everything of the cluster but its etcd: kube-apiserver, kube-controller-manager,
-        kube-scheduler, kwok and its nodes, the CRDs and kbatchd's credentials."""
+        self.root.mkdir(parents=True, exist_ok=True)
         pki = self.root / "pki"
         make_pki(pki)
         gates, runtime = gates_and_runtime_config(self.version, self.profile)
         bin_k8s = cache / f"kubernetes-{self.version}"
         api_port = free_port()
+        shared = bool(self._etcd)
+        if not shared:
+            self._start_etcd(cache)
         self.server = f"https://127.0.0.1:{api_port}"
         apiserver = [
             str(bin_k8s / "kube-apiserver"),
-            "--etcd-servers", self.etcd.url,
-            *([] if self._owns_etcd else ["--etcd-prefix", self.etcd_prefix]),
+            "--etcd-servers", self._etcd,
+            *(["--etcd-prefix", f"/registry-{self.root.name}"] if shared else []),
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             # The `kubernetes` Service's endpoint may not be a loopback address; nothing here
             # reaches the API server through that Service.
@@ -669,117 +515,18 @@ class ControlPlane:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        self._group.stop()
-        if self._owns_etcd and self._etcd is not None:
-            self._etcd.stop()
-
-
-# A cluster's name in kbatchd's config (docs/configuration.md), which also names its context,
-# its directory and its etcd prefix here.
-_CLUSTER_NAME: Final = re.compile(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?")
-
-
-@dataclass
-class ControlPlanes:
-    """Several clusters on one etcd: each kube-apiserver stores under ``/registry-<name>``,
-    with a controller manager, scheduler, kwok nodes, PKI and kbatchd credentials of its own
-    (`clusters`, in the order named). `admin_kubeconfig` and `kbatchd_kubeconfig` hold one
-    context per cluster, named after it. `stop` ends every cluster, then the etcd."""
-
-    version: str
-    root: Path
-    etcd: Etcd
-    clusters: dict[str, ControlPlane] = field(default_factory=dict)
-    admin_kubeconfig: Path = field(default_factory=Path)
-    kbatchd_kubeconfig: Path = field(default_factory=Path)
-
-    @classmethod
-    def start(
-        cls,
-        version: str,
-        root: Path,
-        *,
-        names: Sequence[str] = ("w1", "w2", "w3"),
-        profile: Profile | None = None,
-        topology: str = "blocks=1,racks=2,hosts=4,gpus=8",
-        cache: Path | None = None,
-        audit: bool = False,
-    ) -> ControlPlanes:
-        """Every cluster serving, each with the nodes of `topology`. The clusters start at
-        once: most of a start is waiting (for the API server, its controllers, the CRDs), so
-        three take about 13 s on two cores where one after another take about 20 s."""
-        bad = [n for n in names if not _CLUSTER_NAME.fullmatch(n)]
-        if bad or not names or len(set(names)) != len(names):
-            raise ValueError(f"cluster names must be distinct and valid kbatchd names: {names}")
-        cache = cache or build(version)
-        planes = cls(version, root, Etcd.start(cache, root))
-        try:
-            with ThreadPoolExecutor(len(names)) as pool:
-                starting = {
-                    name: pool.submit(
-                        ControlPlane._launch,
-                        version,
-                        root / "clusters" / name,
-                        profile or Profile(),
-                        topology,
-                        cache,
-                        audit=audit,
-                        etcd=planes.etcd,
-                        prefix=f"/registry-{name}",
-                    )
-                    for name in names
-                }
-            errors: list[tuple[str, BaseException]] = []
-            for name, future in starting.items():
-                error = future.exception()
-                if error is None:
-                    planes.clusters[name] = future.result()
-                else:
-                    errors.append((name, error))
-            if errors:
-                # A cluster that failed has stopped itself; the others are stopped below.
-                name, error = errors[0]
-                raise ControlPlaneError(f"cluster {name}: {error}") from error
-            planes.admin_kubeconfig = merged_kubeconfig(
-                root / "admin.kubeconfig",
-                {n: p.admin_kubeconfig for n, p in planes.clusters.items()},
-            )
-            planes.kbatchd_kubeconfig = merged_kubeconfig(
-                root / "kbatchd.kubeconfig",
-                {n: p.kbatchd_kubeconfig for n, p in planes.clusters.items()},
-            )
-        except BaseException:
-            planes.stop()
-            raise
-        return planes
-
-    def compact_history(self) -> int:
-        """`ControlPlane.compact_history`, which compacts every cluster's history at once."""
-        return self.etcd.compact()
-
-    def stop(self) -> None:
-        for plane in reversed(self.clusters.values()):
-            plane.stop()
-        self.clusters.clear()
-        self.etcd.stop()
-
-
-def merged_kubeconfig(path: Path, kubeconfigs: Mapping[str, Path]) -> Path:
-    """One kubeconfig with a cluster, user and context per entry, each named after the key,
-    out of kubeconfigs of one context each (as `kubeconfig` writes them); the first is current.
-    kbatchd names each cluster's context in its config (`[[clusters]] context`)."""
-    document: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [],
-                                "users": [], "contexts": []}  # fmt: skip
-    for name, source in kubeconfigs.items():
-        single = json.loads(source.read_text())
-        (cluster,), (user,) = single["clusters"], single["users"]
-        document["clusters"].append({"name": name, "cluster": cluster["cluster"]})
-        document["users"].append({"name": name, "user": user["user"]})
-        document["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
-    document["current-context"] = next(iter(kubeconfigs), "")
-    path.write_text(json.dumps(document, indent=2))
-    path.chmod(0o600)
-    return path
+        for p in reversed(self._processes):
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, signal.SIGTERM)
+        for p in reversed(self._processes):
+            try:
+                p.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.popen.pid, signal.SIGKILL)
+                p.popen.wait()
+        self._processes.clear()
+        self._files.close()
+        shutil.rmtree(self.root / "etcd", ignore_errors=True)
 
 
 _CLUSTER_SCOPED: Final = {
