@@ -87,21 +87,7 @@ def _scheduled_template(view: JobView, name: str, version: str) -> GroupTemplate
             raise JobSpecError(
                 f"{where}.schedulingPolicy.gang.minCount: at least 1, got {min_count!r}"
             )
-    topology_key: str | None = None
-    constraints: Any = raw.get("schedulingConstraints")
-    topology: Any = constraints.get("topology") if isinstance(constraints, dict) else None
-    if topology:
-        key = (
-            topology[0].get("key")
-            if isinstance(topology, list) and isinstance(topology[0], dict)
-            else None
-        )
-        if not isinstance(key, str) or not key or len(topology) > 1:
-            raise JobSpecError(
-                f"{where}.schedulingConstraints.topology: one item with a node label key, "
-                f"got {topology!r}"
-            )
-        topology_key = key
+    topology_key = scheduling_topology(raw, where)
     disruption: Disruption | None = None
     mode: Any = raw.get("disruptionMode")
     if mode is not None:
@@ -118,6 +104,26 @@ def _scheduled_template(view: JobView, name: str, version: str) -> GroupTemplate
             # The API server accepts it; upstream's Workload builder refuses it (spec 2.4).
             raise JobSpecError(f"{where}.disruptionMode: all needs a gang schedulingPolicy")
     return GroupTemplate(name, min_count, topology_key, disruption, _priority_class(view, version))
+
+
+def scheduling_topology(raw: dict[str, Any], where: str = "spec.scheduling") -> str | None:
+    """The node label ``spec.scheduling.schedulingConstraints.topology`` (`raw`) requires all
+    the pods inside one value of, None without one."""
+    constraints: Any = raw.get("schedulingConstraints")
+    topology: Any = constraints.get("topology") if isinstance(constraints, dict) else None
+    if not topology:
+        return None
+    key = (
+        topology[0].get("key")
+        if isinstance(topology, list) and isinstance(topology[0], dict)
+        else None
+    )
+    if not isinstance(key, str) or not key or len(topology) > 1:
+        raise JobSpecError(
+            f"{where}.schedulingConstraints.topology: one item with a node label key, "
+            f"got {topology!r}"
+        )
+    return key
 
 
 def _priority_class(view: JobView, version: str) -> str | None:

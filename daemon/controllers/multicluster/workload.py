@@ -8,7 +8,15 @@ from typing import Any, Final
 from msgspec.structs import replace
 
 from daemon.controllers.gang.spec import GangSpecError, GroupSpec, topology_request
-from daemon.controllers.job.spec import JobSpecError, view_job
+from daemon.controllers.job.gang import scheduling_topology
+from daemon.controllers.job.spec import (
+    CONTROLLER_UID_LABEL,
+    JOB_NAME_LABEL,
+    LEGACY_CONTROLLER_UID_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    JobSpecError,
+    view_job,
+)
 from daemon.controllers.multicluster.plan import Demand
 from daemon.controllers.multicluster.projection import CLAIM, ORIGIN
 from events.objects import Job, ObjectError, Pod, decode_object_dict
@@ -19,10 +27,10 @@ PLACED: Final = "kbatchd.dev/cluster"
 # What the Job API writes into a Job that a copy must not carry: a copy with the original's
 # selector (and the pod labels that match it) is refused unless manualSelector is set.
 _GENERATED_LABELS: Final = (
-    "controller-uid",
-    "batch.kubernetes.io/controller-uid",
-    "job-name",
-    "batch.kubernetes.io/job-name",
+    LEGACY_CONTROLLER_UID_LABEL,
+    CONTROLLER_UID_LABEL,
+    LEGACY_JOB_NAME_LABEL,
+    JOB_NAME_LABEL,
 )
 
 
@@ -107,14 +115,15 @@ def _priority(state: State, cluster: str, pod_spec: dict[str, Any]) -> tuple[int
 
 
 def _topology_key(job: Job) -> str | None:
-    """``spec.scheduling.schedulingConstraints.topology[0].key`` (Kubernetes 1.37)."""
+    """The topology ``spec.scheduling`` (Kubernetes 1.37) requires, as the Job controller
+    reads it for the gang it makes."""
     scheduling: Any = job.spec.get("scheduling")
-    constraints = scheduling.get("schedulingConstraints") if isinstance(scheduling, dict) else None
-    topology = constraints.get("topology") if isinstance(constraints, dict) else None
-    if isinstance(topology, list) and topology and isinstance(topology[0], dict):
-        key = topology[0].get("key")
-        return key if isinstance(key, str) and key else None
-    return None
+    if not isinstance(scheduling, dict):
+        return None
+    try:
+        return scheduling_topology(scheduling)
+    except JobSpecError as exc:
+        raise WorkloadError(str(exc)) from exc
 
 
 def copy_body(job: Job, key: str, label: str) -> dict[str, Any]:
