@@ -16,7 +16,6 @@ import msgspec
 
 ALL_AT_ONCE: Final = "AllAtOnce"
 INCREMENTAL: Final = "Incremental"
-DISPATCHERS: Final = (ALL_AT_ONCE, INCREMENTAL)
 
 
 class Dispatcher(msgspec.Struct, frozen=True):

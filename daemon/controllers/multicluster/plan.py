@@ -206,16 +206,18 @@ def abort_reason(
     claim: Claim,
     now: int,
     *,
+    left: int,
     reachable: bool,
     refused: Mapping[str, str],
 ) -> str | None:
-    """Why a claim must be given up, None while it may go on. `refused`: victim pod key ->
-    why its eviction was refused (an eviction that found the pod gone is not refused)."""
+    """Why a claim must be given up, None while it may go on. `left`: its victim pods still
+    there; `refused`: victim pod key -> why its eviction was refused (an eviction that found
+    the pod gone is not refused)."""
     if not reachable:
         return f"cluster {claim.cluster} is unreachable"
     stuck = sorted(k for k in refused if k in claim.victims)
     if stuck:
         return f"victim {stuck[0]} cannot be evicted: {refused[stuck[0]]}"
     if now >= claim.deadline:
-        return f"deadline passed ({len(claim.victims)} victim pod(s) claimed)"
+        return f"deadline passed with {left} victim pod(s) still there"
     return None

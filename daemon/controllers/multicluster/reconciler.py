@@ -11,14 +11,15 @@ Each step is one decision about the manager's Job, with its reason:
   restart finishes it there and nowhere else.
 - ``Reserved``: no worker fits, and the lightest preemption is claimed (`plan.claim_of`,
   written as ``kbatchd.dev/claim``); worse-ranked claims that evict nothing yet and collide
-  with it are taken off in the same decision (``TakenOver`` in their next reason).
+  with it are taken off in the same decision (the reason names them), and their workloads
+  plan again.
 - ``Evicting``: the victims marked ``DisruptionTarget`` (the claim now evicting: it stands
   against any rank), then deleted; deletes are issued again for victims still there.
 - ``Committed``: every victim gone and the pods still fit: as ``Admitted``, in the claimed
   worker, and the claim taken off.
-- ``Aborted``: the claimed worker unreachable, a victim that cannot be evicted, the deadline
-  passed, or its room gone: the claim is taken off and the workload waits again. A step is
-  decided from what the log holds, so a restart resumes or aborts, never both.
+- ``Aborted``: the deadline passed (`plan.abort_reason`), or its room is gone once the
+  victims are: the claim is taken off and the workload waits again. A step is decided from
+  what the log holds, so a restart resumes or aborts, never both.
 - The copy that runs has its status written to the manager's Job; a manager's Job that is
   deleted has its copies deleted.
 """
@@ -41,6 +42,7 @@ from daemon.controllers.multicluster.dispatch import Dispatcher
 from daemon.controllers.multicluster.plan import (
     Demand,
     Option,
+    abort_reason,
     binds,
     choose,
     claim_of,
@@ -48,7 +50,7 @@ from daemon.controllers.multicluster.plan import (
     options,
 )
 from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, encode_claim
-from daemon.controllers.multicluster.settings import workers_of
+from daemon.controllers.multicluster.settings import LABEL, workers_of
 from daemon.controllers.multicluster.workload import (
     PLACED,
     WorkloadError,
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
 
 NAME: Final = "multicluster"
 ALL_AT_ONCE: Final = Dispatcher()
-LABEL: Final = "kbatchd.dev/multicluster"
 DEADLINE_MS: Final = 120_000
 RETRY_MS: Final = 2_000
 
@@ -129,13 +130,10 @@ class MulticlusterReconciler:
         copies = self._copies(state, key, namespace, name)
         job = state.jobs.get(f"{cluster}/{namespace}/{name}")
         if job is None or job.deletion_ts is not None:
-            going = [c for c in copies.values() if c.deletion_ts is None]
+            going = tuple(_delete(c, w) for w, c in copies.items() if c.deletion_ts is None)
             if not going:
                 return None
-            return Decision(
-                f"Removed: {key} is gone; {len(going)} copy(ies) deleted",
-                tuple(_delete(c, w) for w, c in copies.items() if c.deletion_ts is None),
-            )
+            return Decision(f"Removed: {key} is gone; {len(going)} copy(ies) deleted", going)
         if job.labels.get(self.label) != "true" or managed_by(job) != self.managed_by:
             return None
         placed = job.annotations.get(PLACED)
@@ -255,10 +253,11 @@ class MulticlusterReconciler:
             for key in sorted(claim.victims)
             if (pod := state.pods.get(key)) is not None and not pod.terminal
         ]
-        if now >= claim.deadline:
-            return self._abort(
-                job, claim, f"deadline passed with {len(left)} victim pod(s) still there"
-            )
+        # The log records neither a worker's reachability nor refused evictions yet: of the
+        # abort rules, the deadline is the one that can fire here.
+        why = abort_reason(claim, now, left=len(left), reachable=True, refused={})
+        if why is not None:
+            return self._abort(job, claim, why)
         if not claim.evicting:
             message = (
                 f"kbatchd: preempting to accommodate a higher priority workload "

@@ -4,11 +4,14 @@ its default and its bounds are in `config/kbatchd.toml` and docs/configuration.m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from daemon.controllers.settings import Seconds
+
+# Jobs on the manager with kbatchd's managedBy and this label set to "true" are dispatched.
+LABEL: Final = "kbatchd.dev/multicluster"
 
 
 class MulticlusterSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -22,8 +25,7 @@ class MulticlusterSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=T
     dispatcher: Literal["AllAtOnce", "Incremental"] = "AllAtOnce"
     step: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
     round_seconds: Seconds = 300.0
-    # Jobs on the manager with kbatchd's managedBy and this label set to "true" are dispatched.
-    label: Annotated[str, msgspec.Meta(min_length=1, max_length=317)] = "kbatchd.dev/multicluster"
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=317)] = LABEL
     # A preemption not committed this long after it was reserved is aborted.
     preemption_deadline_seconds: Seconds = 120.0
     # A workload no worker takes is looked at again this often.

@@ -341,11 +341,11 @@ CLAIM = _claim("w1", ["v1", "v2"], ["n1"], deadline=T0 + 1000)
             "victim w1/ns/v2 cannot be evicted: 403 Forbidden",
         ),
         (T0, True, {"w1/ns/elsewhere": "403 Forbidden"}, None),
-        (T0 + 1000, True, {}, "deadline passed (2 victim pod(s) claimed)"),
+        (T0 + 1000, True, {}, "deadline passed with 2 victim pod(s) still there"),
     ],
     ids=["goes-on", "unreachable", "eviction-refused", "not-its-victim", "deadline"],
 )
 def test_when_a_claim_is_given_up(
     now: int, reachable: bool, refused: dict[str, str], why: str | None
 ) -> None:
-    assert abort_reason(CLAIM, now, reachable=reachable, refused=refused) == why
+    assert abort_reason(CLAIM, now, left=2, reachable=reachable, refused=refused) == why
