@@ -26,8 +26,9 @@ import anyio
 from kubernetes_asyncio import client
 
 from daemon.runtime import eventloop
-from daemon.sim.topology import RACK_LABEL
 from tests.bench.table import Table
+from tests.daemon.test_gang_preemption import pod as gang_pod
+from tests.daemon.test_gang_preemption import podgroup
 from tests.daemon.test_multicluster import (
     ALL_FILLS,
     MANAGER,
@@ -57,33 +58,10 @@ async def _coordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:
 
 
 def _copy(name: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The workload as a worker's gang: a PodGroup of two (one rack, evicted whole) and its
-    two 8-GPU pods at priority high, for kbatchd's gang scheduler."""
-    group = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulingPolicy": {"gang": {"minCount": 2}},
-            "schedulingConstraints": {"topology": [{"key": RACK_LABEL}]},
-            "priorityClassName": "high",
-        },
-    }
-    gpus = {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
-    pods = [
-        {
-            "metadata": {"name": f"{name}-{i}"},
-            "spec": {
-                "schedulerName": "kbatchd",
-                "schedulingGroup": {"podGroupName": name},
-                "priorityClassName": "high",
-                "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "main", "image": "x", "resources": gpus}],
-            },
-        }
-        for i in range(2)
-    ]
-    return group, pods
+    """The workload as a worker's gang: a PodGroup of two (one rack) and its two 8-GPU pods
+    at priority high, for kbatchd's gang scheduler."""
+    pods = [gang_pod(f"{name}-{i}", 8, "high", group=name) for i in range(2)]
+    return podgroup(VERSION, name, 2, "high"), pods
 
 
 async def _uncoordinated(tmp: Path) -> tuple[float, set[tuple[str, str]], str]:

@@ -26,6 +26,8 @@ from daemon.sim.topology import RACK_LABEL
 from events.intents import Delete
 from events.schema import Decided
 from tests.backends import REAL, SIM, SIM_TIME_SCALE, backend_params, require_go
+from tests.daemon.test_gang import gpus_of
+from tests.daemon.test_gang_preemption import pod as gang_pod
 from tests.processes import (
     daemon_config,
     eventually,
@@ -120,7 +122,7 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
             return
         for host in HOSTS:
             cheap = cheap_rack and cluster == "w2" and host.startswith("b0-r0")
-            pod: Any = _pod(f"fill-{host}", host, "lowest" if cheap else "low")
+            pod: Any = gang_pod(f"fill-{host}", 8, "lowest" if cheap else "low", host=host)
             await core.create_namespaced_pod(NS, pod)
 
         async def bound() -> bool:
@@ -128,22 +130,6 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
             return len(pods) == len(HOSTS) and all(p.spec.node_name for p in pods)
 
         await eventually(bound, within=120, what=f"{cluster} full")
-
-
-def _pod(name: str, host: str, priority_class: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "priorityClassName": priority_class,
-            "terminationGracePeriodSeconds": 0,
-            "nodeSelector": {"kubernetes.io/hostname": host},
-            "containers": [{"name": "main", "image": "x", "resources": _gpus(8)}],
-        },
-    }
-
-
-def _gpus(count: int) -> dict[str, Any]:
-    return {"requests": {"nvidia.com/gpu": str(count)}, "limits": {"nvidia.com/gpu": str(count)}}
 
 
 def config(tmp: Path, sides: dict[str, Side]) -> Path:
@@ -175,7 +161,7 @@ def job(name: str, priority_class: str) -> dict[str, Any]:
         "spec": {
             "priorityClassName": priority_class,
             "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "x", "resources": _gpus(8)}],
+            "containers": [{"name": "main", "image": "x", "resources": gpus_of(8)}],
         },
     }
     return {
