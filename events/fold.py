@@ -67,6 +67,7 @@ def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> St
         if state.expected:
             expectations.expire(state, state.now, dirty)
     elif isinstance(event, Resynced):
+        state.unreachable.pop(event.cluster, None)
         mark = f"{event.cluster}/{event.kind}"
         state.synced[mark] = seq
         if event.resource_version:
@@ -89,6 +90,8 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
     cls = type(obj)
     table: dict[str, SlimObject] = getattr(state, _TABLE_OF[cls])
     cluster = event.cluster
+    if state.unreachable:
+        state.unreachable.pop(cluster, None)
     key = f"{cluster}/{obj.namespace}/{obj.name}"
     current: SlimObject | None
     if event.change == "DELETED":
@@ -179,7 +182,13 @@ def _outcome(state: State, event: Outcome, dirty: Dirty | None) -> None:
     flight = _flight_of(state, event)
     if flight is None:
         return
-    expectations.settle(state, event, flight.decision.intents[event.index].ref, dirty)
+    intent = flight.decision.intents[event.index]
+    expectations.settle(state, event, intent.ref, dirty)
+    if not event.ok and not event.unconfirmed:
+        if event.code == 0:  # no answer at all (`Outcome.code`)
+            state.unreachable[intent.cluster] = event.message
+        for hook in _WIRED.failed:
+            hook(state, flight.decision, intent, event, dirty)
     if event.index in flight.pending:
         flight.pending.remove(event.index)
     if not flight.pending:

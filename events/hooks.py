@@ -3,9 +3,10 @@ objects themselves (its projection and indexes, `State` fields it owns) and whic
 a change makes dirty.
 
 A controller names, per object kind, a hook called with each observed change of that kind,
-and optionally a hook called with each decision that has intents and one called with a state
-decoded from a snapshot (to build an index older snapshots lack). Hooks are pure: they read
-and write the state and add refs to `dirty` (None while replaying, when no one decides).
+and optionally a hook called with each decision that has intents, one with each intent that
+failed, and one with a state decoded from a snapshot (to build an index older snapshots
+lack). Hooks are pure: they read and write the state and add refs to `dirty` (None while
+replaying, when no one decides).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import msgspec
 from events.objects import KINDS
 
 if TYPE_CHECKING:
-    from events.schema import Decided
+    from events.intents import Intent
+    from events.schema import Decided, Outcome
     from events.state import State
 
 Dirty = set[str]
@@ -39,6 +41,9 @@ class Change(msgspec.Struct, frozen=True, gc=False):
 
 ObservedHook = Callable[["State", Change, "Dirty | None"], None]
 DecidedHook = Callable[["State", int, "Decided"], None]
+# An intent of a decision that failed (not one a restart could not confirm): the decision,
+# the intent, its outcome.
+FailedHook = Callable[["State", "Decided", "Intent", "Outcome", "Dirty | None"], None]
 RestoredHook = Callable[["State"], None]
 
 
@@ -48,17 +53,19 @@ class FoldHooks(msgspec.Struct, frozen=True):
     # Object kind (``Pod``, ``Job``, ...) -> its hook.
     observed: Mapping[str, ObservedHook] = {}
     decided: DecidedHook | None = None
+    failed: FailedHook | None = None
     restored: RestoredHook | None = None
 
 
 class Wired:
     """The hooks of the wired controllers, by the object class they observe, in wiring order."""
 
-    __slots__ = ("decided", "observed", "restored")
+    __slots__ = ("decided", "failed", "observed", "restored")
 
     def __init__(self, controllers: Iterable[FoldHooks] = ()) -> None:
         self.observed: dict[type, tuple[ObservedHook, ...]] = {}
         decided: list[DecidedHook] = []
+        failed: list[FailedHook] = []
         restored: list[RestoredHook] = []
         for hooks in controllers:
             for kind, hook in hooks.observed.items():
@@ -66,7 +73,10 @@ class Wired:
                 self.observed[cls] = (*self.observed.get(cls, ()), hook)
             if hooks.decided is not None:
                 decided.append(hooks.decided)
+            if hooks.failed is not None:
+                failed.append(hooks.failed)
             if hooks.restored is not None:
                 restored.append(hooks.restored)
         self.decided: tuple[DecidedHook, ...] = tuple(decided)
+        self.failed: tuple[FailedHook, ...] = tuple(failed)
         self.restored: tuple[RestoredHook, ...] = tuple(restored)

@@ -84,6 +84,8 @@ class Outcome(_Event, frozen=True, tag="outcome"):
     decision: int
     index: int
     ok: bool
+    # The HTTP status of the final answer; 0 when none came (every attempt failed to connect
+    # or timed out, or no such cluster is configured).
     code: int = 0
     message: str = ""
     resource_version: str = ""

@@ -113,6 +113,9 @@ class State(msgspec.Struct):
     # ``cluster/Kind`` -> the ``group/version`` its newest list was served in (none: the kind
     # is not served there, or the log predates this record).
     served: dict[str, str] = {}
+    # cluster -> why an act there gave up unanswered (every attempt failed to connect or timed
+    # out), until anything is heard from it again: the clusters the log knows it cannot reach.
+    unreachable: dict[str, str] = {}
     inflight: dict[int, InFlight] = {}
     # object ref -> the change to it not yet observed; key -> how many such refs it awaits.
     expected: dict[str, Expectation] = {}
@@ -150,6 +153,9 @@ class State(msgspec.Struct):
     # The manager's workload ref -> its cross-cluster preemption under way (`Claim`, kept by
     # `multicluster.projection`).
     claims: dict[str, Claim] = {}
+    # The manager's workload ref -> victim pod key -> why the worker refused to evict it,
+    # while its claim stands (kept by `multicluster.projection`).
+    refusals: dict[str, dict[str, str]] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

@@ -352,6 +352,49 @@ def test_outcomes(outcomes: list[Event], pending: list[int] | None) -> None:
         assert state.inflight == {1: InFlight(DECIDED, pending)}
 
 
+ELSEWHERE = replace(DECIDED, intents=(Delete("c2", "Pod", "ns", "v", precondition_uid="u"),))
+
+
+def unanswered(decision: int, index: int, unconfirmed: bool = False) -> Outcome:
+    message = "gave up after 8 attempts: Cannot connect"
+    return Outcome(
+        at=20, decision=decision, index=index, ok=False, message=message, unconfirmed=unconfirmed
+    )
+
+
+@pytest.mark.parametrize(
+    ("events", "unreachable"),
+    [
+        pytest.param([DECIDED, unanswered(1, 0)], {"c1"}, id="an-act-unanswered"),
+        pytest.param(
+            [DECIDED, Outcome(at=20, decision=1, index=0, ok=False, code=403)],
+            set(),
+            id="an-answer-is-no-silence",
+        ),
+        pytest.param([DECIDED, unanswered(1, 0, unconfirmed=True)], set(), id="unconfirmed"),
+        pytest.param(
+            [DECIDED, unanswered(1, 0), observed(make_pod("p"))], set(), id="heard-from-again"
+        ),
+        pytest.param(
+            [
+                DECIDED,
+                unanswered(1, 0),
+                Resynced(at=30, cluster="c1", kind="Pod", resource_version="5"),
+            ],
+            set(),
+            id="listed-again",
+        ),
+        pytest.param(
+            [ELSEWHERE, unanswered(1, 0), observed(make_pod("p"))], {"c2"}, id="per-cluster"
+        ),
+    ],
+)
+def test_a_cluster_is_unreachable_from_an_unanswered_act_until_heard_from(
+    events: list[Event], unreachable: set[str]
+) -> None:
+    assert set(run(events).unreachable) == unreachable
+
+
 def test_outcome_for_unknown_decision_changes_nothing_but_time() -> None:
     state = run([observed(make_pod("p")), DECIDED])
     before = encode_state(replace(state, seq=0, now=0))
