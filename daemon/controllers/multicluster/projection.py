@@ -7,6 +7,10 @@
   other decision from the moment it is logged, and the log alone says whether it still
   stands. (Two decisions' writes to one object may land in either order; the annotation is
   for people to read.) A workload that is deleted takes its claim with it.
+- **Refusals.** A worker's final no to a victim's mark or delete (any 4xx but 404, gone
+  already, and 409, a conflict to decide again from) is kept in ``State.refusals`` while the
+  claim stands: the claim is aborted. A worker that gave no answer is in ``State.unreachable``
+  (the fold's), and every claim on it is woken.
 - **Who to wake.** A claimed victim going, and any change of a worker's copy (which names the
   manager's workload in ``kbatchd.dev/origin``), make the manager's workload dirty.
 """
@@ -18,9 +22,9 @@ from typing import Any, Final
 import msgspec
 
 from events.hooks import Change, Dirty, FoldHooks
-from events.intents import Patch
+from events.intents import Delete, Intent, Patch
 from events.objects import KObject, Pod
-from events.schema import Decided
+from events.schema import Decided, Outcome
 from events.state import Claim, State
 
 # On the manager's workload: its cross-cluster preemption under way (a `Claim`, JSON).
@@ -46,8 +50,14 @@ def decode_claim(text: str) -> Claim | None:
         return None
 
 
+# Final answers that refuse nothing: the pod is gone already, or the write met another.
+_NOT_REFUSALS: Final = frozenset({0, 404, 409})
+
+
 def _set(state: State, ref: str, text: object) -> None:
     claim = decode_claim(text) if isinstance(text, str) else None
+    if claim is None or not claim.evicting:
+        state.refusals.pop(ref, None)
     if claim is None:
         state.claims.pop(ref, None)
     else:
@@ -66,10 +76,33 @@ def claims_decided(state: State, seq: int, decision: Decided) -> None:
             _set(state, intent.ref, notes[CLAIM])
 
 
+def claims_failed(
+    state: State, decision: Decided, intent: Intent, outcome: Outcome, dirty: Dirty | None
+) -> None:
+    """A claim's victim the worker refused to mark or delete goes in ``State.refusals``; a
+    worker that gave no answer wakes every claim on it."""
+    if not state.claims:
+        return
+    if outcome.code == 0:
+        if dirty is not None:
+            dirty.update(c.preemptor for c in state.claims.values() if c.cluster == intent.cluster)
+        return
+    if type(intent) not in (Patch, Delete) or intent.kind != "Pod":
+        return
+    claim = state.claims.get(decision.key)
+    if claim is None or intent.cluster != claim.cluster or intent.key not in claim.victims:
+        return
+    if outcome.code not in _NOT_REFUSALS:
+        why = f"{outcome.code} {outcome.message}".strip()
+        state.refusals.setdefault(claim.preemptor, {})[intent.key] = why
+
+
 def _workload_observed(state: State, change: Change, dirty: Dirty | None) -> None:
     obj: KObject | None = change.new
     if obj is None and state.claims:
-        state.claims.pop(f"{type(change.obj).__name__}/{change.key}", None)
+        ref = f"{type(change.obj).__name__}/{change.key}"
+        state.claims.pop(ref, None)
+        state.refusals.pop(ref, None)
     if dirty is not None:
         copied = (obj or change.old or change.obj).annotations.get(ORIGIN)
         if copied:
@@ -90,4 +123,5 @@ def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
 FOLD: Final = FoldHooks(
     observed={"Job": _workload_observed, "JobSet": _workload_observed, "Pod": _pod_observed},
     decided=claims_decided,
+    failed=claims_failed,
 )

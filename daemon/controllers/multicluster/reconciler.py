@@ -17,9 +17,12 @@ Each step is one decision about the manager's Job, with its reason:
   against any rank), then deleted; deletes are issued again for victims still there.
 - ``Committed``: every victim gone and the pods still fit: as ``Admitted``, in the claimed
   worker, and the claim taken off.
-- ``Aborted``: the deadline passed (`plan.abort_reason`), or its room is gone once the
-  victims are: the claim is taken off and the workload waits again. A step is decided from
-  what the log holds, so a restart resumes or aborts, never both.
+- ``Aborted``: the worker refused to evict a victim or could not be reached, the deadline
+  passed (`plan.abort_reason`), or its room is gone once the victims are: the claim is taken
+  off, no eviction not yet issued ever is, and the workload waits again. A step is decided
+  from what the log holds, so a restart resumes or aborts, never both.
+- A worker the log knows it cannot reach (``State.unreachable``) is given no copy and chosen
+  for nothing until it is heard from again.
 - The copy that runs has its status written to the manager's Job; a manager's Job that is
   deleted has its copies deleted.
 """
@@ -151,9 +154,12 @@ class MulticlusterReconciler:
         return self._place(run, job, demand, copies, now)
 
     def _copies(self, state: State, key: str, namespace: str, name: str) -> dict[str, Job]:
-        """The workers' copies of the manager's workload `key`, by worker."""
+        """The copies of the manager's workload `key` in the workers that can be reached, by
+        worker. One that cannot is left alone: it is woken when its copy is seen again."""
         found = {}
         for worker in self.workers:
+            if worker in state.unreachable:
+                continue
             copy = state.jobs.get(f"{worker}/{namespace}/{name}")
             if copy is not None and copy.annotations.get(ORIGIN) == key:
                 found[worker] = copy
@@ -169,15 +175,15 @@ class MulticlusterReconciler:
     ) -> Decision:
         since = job.created
         nominated = dispatch.nominated(self.dispatcher, self.workers, since, now)
+        unreachable = run.state.unreachable
+        missing = [w for w in nominated if w not in copies and w not in unreachable]
         intents: list[Intent] = [
             Create(w, "Job", job.namespace, job.name, body=copy_body(job, demand.key, self.label))
-            for w in nominated
-            if w not in copies
+            for w in missing
         ]
-        made = f"Dispatched: copies to {', '.join(w for w in nominated if w not in copies)}; "
-        prefix = made if intents else ""
+        prefix = f"Dispatched: copies to {', '.join(missing)}; " if missing else ""
         holding = [w for w in nominated if w in copies and copies[w].deletion_ts is None]
-        answers = options(self._views(run.state, holding), demand, run.pending)
+        answers = options(self._views(run.state, holding), demand, run.pending, unreachable)
         chosen = choose(answers)
         # A claim the log no longer holds (taken off by a better-ranked preemptor, its
         # write landing after ours) leaves no annotation behind.
@@ -253,9 +259,13 @@ class MulticlusterReconciler:
             for key in sorted(claim.victims)
             if (pod := state.pods.get(key)) is not None and not pod.terminal
         ]
-        # The log records neither a worker's reachability nor refused evictions yet: of the
-        # abort rules, the deadline is the one that can fire here.
-        why = abort_reason(claim, now, left=len(left), reachable=True, refused={})
+        why = abort_reason(
+            claim,
+            now,
+            left=len(left),
+            reachable=claim.cluster not in state.unreachable,
+            refused=state.refusals.get(claim.preemptor, {}),
+        )
         if why is not None:
             return self._abort(job, claim, why)
         if not claim.evicting:

@@ -14,13 +14,14 @@ from daemon.controllers.multicluster.projection import (
     FOLD,
     ORIGIN,
     claims_decided,
+    claims_failed,
     decode_claim,
     encode_claim,
 )
 from events.hooks import Change, Dirty
-from events.intents import Patch
+from events.intents import Delete, Intent, Patch
 from events.objects import Job, Pod
-from events.schema import Decided
+from events.schema import Decided, Outcome
 from events.state import Claim, State
 from tests.daemon.controllers.gang_builders import T0, running
 
@@ -131,3 +132,64 @@ def _victim(name: str, **changes: Any) -> Pod:
 def test_a_claimed_victim_going_wakes_its_preemptor(pod: Pod, gone: bool, woken: set[str]) -> None:
     state = State(now=T0, claims={REF: CLAIMED})
     assert observe(state, pod, cluster="w2", gone=gone) == woken
+
+
+EVICTING = replace(CLAIMED, evicting=True)
+OTHER = "Job/manager/ns/other"
+
+
+def delete(name: str, cluster: str = "w2") -> Delete:
+    return Delete(cluster, "Pod", "ns", name, precondition_uid=f"uid-{name}")
+
+
+def mark(name: str) -> Patch:
+    status = {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    return Patch("w2", "Pod", "ns", name, patch={"status": status}, subresource="status")
+
+
+@pytest.mark.parametrize(
+    ("intent", "code", "by", "refusals", "woken"),
+    [
+        (delete("v0"), 403, REF, {REF: {"w2/ns/v0": "403 no"}}, set()),
+        (mark("v1"), 422, REF, {REF: {"w2/ns/v1": "422 no"}}, set()),
+        (delete("v0"), 409, REF, {}, set()),
+        (mark("v0"), 404, REF, {}, set()),
+        (delete("other"), 403, REF, {}, set()),
+        (delete("v0", "w1"), 403, REF, {}, set()),
+        (delete("v0"), 403, OTHER, {}, set()),
+        (delete("v0", "w1"), 0, OTHER, {}, set()),
+        (delete("x"), 0, OTHER, {}, {REF}),
+    ],
+    ids=[
+        "delete-refused", "mark-refused", "conflict-decides-again", "gone-already",
+        "not-a-victim", "another-cluster", "another-preemptors-decision",
+        "unanswered-elsewhere", "unanswered-in-the-claims-cluster-wakes-it",
+    ],
+)  # fmt: skip
+def test_a_refused_eviction_is_kept_while_the_claim_stands(
+    intent: Intent, code: int, by: str, refusals: dict[str, dict[str, str]], woken: set[str]
+) -> None:
+    state = State(now=T0, claims={REF: EVICTING})
+    decision = Decided(at=T0, reconciler="multicluster", key=by, reason="r", intents=(intent,))
+    outcome = Outcome(at=T0, decision=1, index=0, ok=False, code=code, message="no")
+    dirty: Dirty = set()
+    claims_failed(state, decision, intent, outcome, dirty)
+    assert state.refusals == refusals
+    assert dirty == woken
+
+
+@pytest.mark.parametrize(
+    ("then", "kept"),
+    [
+        (lambda state: claims_decided(state, 2, writes(None)), False),
+        (lambda state: claims_decided(state, 2, writes(encode_claim(CLAIMED))), False),
+        (lambda state: claims_decided(state, 2, writes(encode_claim(EVICTING))), True),
+        (lambda state: observe(state, job(), gone=True), False),
+    ],
+    ids=["released", "reserved-afresh", "still-evicting", "workload-deleted"],
+)
+def test_refusals_go_with_their_claim(then: Any, kept: bool) -> None:
+    refusals = {REF: {"w2/ns/v0": "403 no"}}
+    state = State(now=T0, claims={REF: EVICTING}, refusals={REF: dict(refusals[REF])})
+    then(state)
+    assert state.refusals == (refusals if kept else {})

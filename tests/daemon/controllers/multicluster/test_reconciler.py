@@ -84,6 +84,25 @@ class Clusters:
             )
             self.apply(intent)
 
+    def refuse(self, key: str, decision: Decision, worker: str, code: int, message: str) -> None:
+        """Log the decision; `worker` answers each intent to it with a final failure (`code`
+        0: no answer at all), the others carry theirs out."""
+        seq = self.record(key, decision)
+        for index, intent in enumerate(decision.intents):
+            failed = intent.cluster == worker
+            self.fold(
+                Outcome(
+                    at=self.state.now,
+                    decision=seq,
+                    index=index,
+                    ok=not failed,
+                    code=code if failed else 200,
+                    message=message if failed else "",
+                )
+            )
+            if not failed:
+                self.apply(intent)
+
     def step(self, key: str) -> Decision:
         decision = self.decide(key)
         assert decision is not None
@@ -411,6 +430,55 @@ def test_a_restart_after_some_deletes_deletes_only_what_is_left_once() -> None:
     assert again.reason == "Evicting: 1 victim pod(s) in w2 still to go, 1 deleted now"
     assert [i.name for i in again.intents] == ["w2-b0-r0-h1"]
     assert clusters.step(key).reason == "Committed: runs in w2 after evicting 2 pod(s)"
+
+
+def test_a_victim_the_worker_refuses_to_evict_aborts_the_claim() -> None:
+    clusters = world(FULL)
+    key = submit(clusters)
+    dispatched(clusters, key)
+    clusters.step(key)  # reserved
+    clusters.step(key)  # marked
+    deletes = clusters.decide(key)
+    assert deletes is not None
+    clusters.refuse(key, deletes, "w2", 403, 'pods "w2-b0-r0-h0" is forbidden')
+    aborted = clusters.step(key)
+    assert aborted.reason == (
+        "Aborted: the preemption in w2: victim w2/ns/w2-b0-r0-h0 cannot be evicted: "
+        '403 pods "w2-b0-r0-h0" is forbidden; waits for a worker again'
+    )
+    assert [i.kind for i in aborted.intents] == ["Job"], "no eviction issued after the abort"
+    assert not clusters.state.claims
+    assert not clusters.state.refusals
+
+
+def test_a_worker_that_cannot_be_reached_aborts_its_claim_and_is_passed_over() -> None:
+    clusters = world(FULL)
+    key = submit(clusters)
+    dispatched(clusters, key)
+    clusters.step(key)  # reserved in w2
+    marks = clusters.decide(key)
+    assert marks is not None
+    clusters.refuse(key, marks, "w2", 0, "gave up after 8 attempts: Cannot connect to host")
+    assert set(clusters.state.unreachable) == {"w2"}
+    aborted = clusters.step(key)
+    assert aborted.reason == (
+        "Aborted: the preemption in w2: cluster w2 is unreachable; waits for a worker again"
+    )
+    again = clusters.step(key)
+    assert again.reason.startswith("Reserved: preempts in w3"), again.reason
+    assert {i.cluster for i in again.intents} == {MANAGER}
+    # Heard from again, it is a worker like the others.
+    clusters.observe("w2", next(iter(clusters.jobs("w2").values())), "MODIFIED")
+    assert not clusters.state.unreachable
+
+
+def test_no_copy_goes_to_a_worker_that_cannot_be_reached() -> None:
+    clusters = world({w: [FREE] * 4 for w in WORKERS})
+    clusters.state.unreachable["w1"] = "gave up after 8 attempts"
+    key = submit(clusters)
+    decision = clusters.step(key)
+    assert decision.reason.startswith("Dispatched: copies to w2, w3; ")
+    assert clusters.step(key).reason == "Admitted: runs in w2 (2 pod(s) fit as it stands)"
 
 
 def test_room_taken_while_evicting_aborts_instead_of_committing() -> None:
