@@ -156,6 +156,8 @@ perform = actuator.Actuator.perform
 sent = landed = 0
 past = None
 def counts(intent):
+    if counted.startswith('write:'):
+        return type(intent) is not Delete and counted[6:] in repr(intent)
     if counted == 'binds':
         return type(intent) is Bind
     if counted == 'deletes':
@@ -214,13 +216,16 @@ async def spawn(
     killed_after_binds: int | None = None,
     killed_after_marks: int | None = None,
     killed_after_deletes: int | None = None,
+    killed_before_write: str | None = None,
     mount: Sequence[str] = (),
 ) -> AsyncIterator[Child]:
     """Start ``kbatchd ARGV`` and kill it on exit if it is still running. `file_size_limit`:
     bytes past which it cannot grow a file (a full disk, for fault tests); `killed_after_binds`
     (`killed_after_marks`, `killed_after_deletes`): it SIGKILLs itself once that many binds
     (preemption victims marked DisruptionTarget, pods deleted) have landed, before the next
-    is sent (`_KILLED_AFTER`). `mount`: the
+    is sent (`_KILLED_AFTER`); `killed_before_write`: it SIGKILLs itself as it is about to
+    send the first write (not a delete) whose intent holds that text, its decision logged.
+    `mount`: the
     arguments of a ``mount`` made first in a mount namespace of the process's own (see
     `private_mounts`), which only it sees; others reach it under ``/proc/PID/root``."""
     environment = child_environment({"PYTHONUNBUFFERED": "1", **(env or {})})
@@ -233,6 +238,8 @@ async def spawn(
         command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_marks), "marks"]
     elif killed_after_deletes is not None:
         command = [sys.executable, "-c", _KILLED_AFTER, str(killed_after_deletes), "deletes"]
+    elif killed_before_write is not None:
+        command = [sys.executable, "-c", _KILLED_AFTER, "0", f"write:{killed_before_write}"]
     if mount:
         # exec all the way: the pid is the daemon's.
         script = f'mount {shlex.join(mount)} && exec "$@"'

@@ -1,7 +1,8 @@
 """Several worker clusters end to end: a Job submitted to the manager cluster runs in exactly
 one worker; when it fits nowhere, victims are evicted in exactly one worker; two racing
-preemptors never evict the same pods; a daemon killed in the middle of the evictions finishes
-the protocol where it began.
+preemptors never evict the same pods; a daemon killed at any step of a preemption finishes
+the protocol where it began; a worker lost in the middle of one has it aborted, and another
+worker preempts instead.
 
 One manager and three workers of two racks of two 8-GPU hosts (simulated clusters, or real
 control planes whose API servers share one etcd under prefixes of their own), every worker
@@ -10,8 +11,9 @@ lowest (priority 1 against 5): the lightest preemption anywhere."""
 
 from __future__ import annotations
 
+import functools
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,8 @@ import anyio
 import pytest
 from kubernetes_asyncio import client
 
+from daemon.controllers.multicluster.projection import CLAIM
+from daemon.controllers.multicluster.workload import PLACED
 from daemon.sim.cluster import SimCluster
 from daemon.sim.topology import RACK_LABEL
 from events.intents import Delete
@@ -53,10 +57,12 @@ CHEAP = {("w2", "fill-b0-r0-h0"), ("w2", "fill-b0-r0-h1")}
 
 @dataclass(frozen=True)
 class Side:
-    """One cluster as the test reaches it (`admin`) and as kbatchd does (`kbatchd`)."""
+    """One cluster as the test reaches it (`admin`) and as kbatchd does (`kbatchd`); `stop`
+    takes it down for good (its API server no longer answers)."""
 
     admin: Path
     kbatchd: Path
+    stop: Callable[[], Awaitable[None]]
 
 
 @asynccontextmanager
@@ -69,7 +75,8 @@ async def clusters(
         found: dict[str, Side] = {}
         if backend == SIM:
             for name in (MANAGER, *WORKERS):
-                sim = await stack.enter_async_context(
+                own = await stack.enter_async_context(AsyncExitStack())
+                sim = await own.enter_async_context(
                     SimCluster.start(
                         topology=TOPOLOGY,
                         name=name,
@@ -78,12 +85,19 @@ async def clusters(
                     )
                 )
                 assert sim.kubeconfig_path is not None
-                found[name] = Side(sim.kubeconfig_path, sim.kubeconfig_path)
+                found[name] = Side(sim.kubeconfig_path, sim.kubeconfig_path, own.aclose)
         else:
             planes = await _planes(tmp, backend.removeprefix("k8s-"))
             for plane in planes.values():  # the manager, whose etcd the others use, last
                 stack.callback(plane.stop)
-            found = {n: Side(p.admin_kubeconfig, p.kbatchd_kubeconfig) for n, p in planes.items()}
+            found = {
+                n: Side(
+                    p.admin_kubeconfig,
+                    p.kbatchd_kubeconfig,
+                    functools.partial(anyio.to_thread.run_sync, p.stop),
+                )
+                for n, p in planes.items()
+            }
         for name, side in found.items():
             await _fill(side.admin, name, cheap)
         yield found
@@ -132,7 +146,7 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
         await eventually(bound, within=120, what=f"{cluster} full")
 
 
-def config(tmp: Path, sides: dict[str, Side]) -> Path:
+def config(tmp: Path, sides: dict[str, Side], **daemon: Any) -> Path:
     more = [
         line
         for name in WORKERS
@@ -145,7 +159,7 @@ def config(tmp: Path, sides: dict[str, Side]) -> Path:
         "retry_seconds = 0.5",
     ]
     return daemon_config(
-        tmp, sides[MANAGER].kbatchd, cluster=MANAGER, extra="\n".join([*more, *section])
+        tmp, sides[MANAGER].kbatchd, cluster=MANAGER, extra="\n".join([*more, *section]), **daemon
     )
 
 
@@ -184,9 +198,9 @@ async def submit(kubeconfig: Path, *bodies: dict[str, Any]) -> None:
             await client.BatchV1Api(api).create_namespaced_job(NS, sent)
 
 
-async def running_in(sides: dict[str, Side], name: str) -> str:
+async def running_in(sides: dict[str, Side], name: str, workers: Sequence[str] = WORKERS) -> str:
     """The worker the manager's Job `name` runs in, once its two pods are Running there inside
-    one rack and no other worker holds a copy."""
+    one rack and no other of the `workers` holds a copy."""
 
     async def where() -> str | None:
         async with kube_client(sides[MANAGER].admin) as api:
@@ -194,7 +208,7 @@ async def running_in(sides: dict[str, Side], name: str) -> str:
         worker = (manager.metadata.annotations or {}).get("kbatchd.dev/cluster")
         if not worker:
             return None
-        for other in WORKERS:
+        for other in workers:
             async with kube_client(sides[other].admin) as api:
                 jobs = {
                     j.metadata.name
@@ -219,9 +233,11 @@ async def running_in(sides: dict[str, Side], name: str) -> str:
     return found
 
 
-async def fills_left(sides: dict[str, Side]) -> set[tuple[str, str]]:
+async def fills_left(
+    sides: dict[str, Side], workers: Sequence[str] = WORKERS
+) -> set[tuple[str, str]]:
     left = set()
-    for worker in WORKERS:
+    for worker in workers:
         async with kube_client(sides[worker].admin) as api:
             for pod in (await client.CoreV1Api(api).list_namespaced_pod(NS)).items:
                 if pod.metadata.name.startswith("fill-") and not pod.metadata.deletion_timestamp:
@@ -296,16 +312,22 @@ async def test_two_racing_preemptors_never_evict_the_same_pods(
         assert set(deletes) >= CHEAP
 
 
-@pytest.mark.parametrize("killed_after", [1, 0], ids=["one-delete-landed", "before-any-delete"])
+KILLS = {
+    "after-the-reservation": {"killed_before_write": CLAIM},
+    "before-any-delete": {"killed_after_deletes": 0},
+    "one-delete-landed": {"killed_after_deletes": 1},
+    "before-the-commit": {"killed_before_write": PLACED},
+}
+
+
+@pytest.mark.parametrize("killed", KILLS.values(), ids=KILLS.keys())
 @pytest.mark.parametrize("backend", BACKENDS)
-async def test_a_daemon_killed_while_evicting_finishes_in_the_same_worker(
-    tmp_path: Path, backend: str, killed_after: int
+async def test_a_daemon_killed_while_preempting_finishes_in_the_same_worker(
+    tmp_path: Path, backend: str, killed: dict[str, Any]
 ) -> None:
     async with clusters(tmp_path, backend) as sides:
         path = config(tmp_path, sides)
-        async with spawn(
-            "daemon", "run", "--config", str(path), killed_after_deletes=killed_after
-        ) as dying:
+        async with spawn("daemon", "run", "--config", str(path), **killed) as dying:
             await submit(sides[MANAGER].admin, job("big", "high"))
             assert await dying.wait(within=60) == -signal.SIGKILL, dying.output()
         async with running_daemon(path):
@@ -317,3 +339,30 @@ async def test_a_daemon_killed_while_evicting_finishes_in_the_same_worker(
         assert reasons.count("Aborted") == 0
         deletes = pod_deletes(found)
         assert set(deletes) == CHEAP, "no other worker preempted"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_worker_lost_while_preempting_aborts_and_another_worker_preempts(
+    tmp_path: Path, backend: str
+) -> None:
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides, cluster_sync_wait_seconds=1)
+        async with spawn("daemon", "run", "--config", str(path), killed_after_marks=0) as dying:
+            await submit(sides[MANAGER].admin, job("big", "high"))
+            assert await dying.wait(within=60) == -signal.SIGKILL, dying.output()
+        await sides["w2"].stop()  # the claim evicts there, and nothing is marked yet
+        left = ("w1", "w3")
+        async with running_daemon(path):
+            assert await running_in(sides, "big", left) == "w1"
+            evicted = {("w1", "fill-b0-r0-h0"), ("w1", "fill-b0-r0-h1")}
+            assert await fills_left(sides, left) == {f for f in ALL_FILLS if f[0] in left} - evicted
+        found = await decisions(tmp_path / "kbatchd.db")
+        reasons = [d.reason for d in found]
+        aborts = [r for r in reasons if r.startswith("Aborted")]
+        assert aborts == [
+            "Aborted: the preemption in w2: cluster w2 is unreachable; waits for a worker again"
+        ]
+        assert [r.split(":")[0] for r in reasons].count("Reserved") == 2
+        assert set(pod_deletes(found)) - CHEAP == evicted, (
+            "besides the unanswered deletes in w2, w1 alone evicts"
+        )
