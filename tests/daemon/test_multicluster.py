@@ -31,6 +31,7 @@ from events.intents import Delete
 from events.schema import Decided
 from tests.backends import REAL, SIM, SIM_TIME_SCALE, backend_params, require_go
 from tests.daemon.test_gang import gpus_of
+from tests.daemon.test_gang_jobs import GROUP, gang_job
 from tests.daemon.test_gang_preemption import pod as gang_pod
 from tests.processes import (
     daemon_config,
@@ -198,8 +199,10 @@ async def submit(kubeconfig: Path, *bodies: dict[str, Any]) -> None:
             await client.BatchV1Api(api).create_namespaced_job(NS, sent)
 
 
-async def running_in(sides: dict[str, Side], name: str, workers: Sequence[str] = WORKERS) -> str:
-    """The worker the manager's Job `name` runs in, once its two pods are Running there inside
+async def running_in(
+    sides: dict[str, Side], name: str, workers: Sequence[str] = WORKERS, *, count: int = 2
+) -> str:
+    """The worker the manager's Job `name` runs in, once its `count` pods are Running there inside
     one rack and no other of the `workers` holds a copy."""
 
     async def where() -> str | None:
@@ -223,7 +226,7 @@ async def running_in(sides: dict[str, Side], name: str, workers: Sequence[str] =
                     return None
                 continue
             mine = [p for p in pods if p.metadata.name.startswith(f"{name}-")]
-            if len(mine) != 2 or any(p.status.phase != "Running" for p in mine):
+            if len(mine) != count or any(p.status.phase != "Running" for p in mine):
                 return None
             racks = {nodes[p.spec.node_name].metadata.labels[RACK_LABEL] for p in mine}
             assert len(racks) == 1, f"{name} split over {racks}"
@@ -366,3 +369,36 @@ async def test_a_worker_lost_while_preempting_aborts_and_another_worker_preempts
         assert set(pod_deletes(found)) - CHEAP == evicted, (
             "besides the unanswered deletes in w2, w1 alone evicts"
         )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_gang_job_preempts_in_one_worker_and_runs_there_as_its_gang(
+    tmp_path: Path, backend: str
+) -> None:
+    version = "v1alpha2" if backend == SIM else "v1beta1"  # what each serves (1.36's, 1.37's)
+    body = gang_job("gang", 16, version)  # 16 one-GPU pods sharing a rack: a whole rack
+    body["metadata"]["labels"] = {"kbatchd.dev/multicluster": "true"}
+    template = body["spec"]["template"]
+    template["spec"]["priorityClassName"] = "high"
+    template["metadata"].setdefault("annotations", {})["sim.kbatchd.dev/run-seconds"] = "3600"
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides, job={"workload_with_job": True})
+        async with running_daemon(path):
+            await submit(sides[MANAGER].admin, body)
+            assert await running_in(sides, "gang", count=16) == "w2"
+            assert await fills_left(sides) == ALL_FILLS - CHEAP
+
+            async def groups() -> dict[str, int] | None:
+                """PodGroups by cluster, once the deleted copies' went with them."""
+                made = {}
+                for name, side in sides.items():
+                    async with kube_client(side.admin) as api:
+                        found = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+                            GROUP, version, NS, "podgroups"
+                        )
+                    made[name] = len(found["items"])
+                return made if sum(made.values()) == 1 else None
+
+            made = await eventually(groups, within=60, what="one PodGroup left")
+        assert made == {MANAGER: 0, "w1": 0, "w2": 1, "w3": 0}, "the gang is the worker's alone"
+        assert sorted(pod_deletes(await decisions(tmp_path / "kbatchd.db"))) == sorted(CHEAP)
