@@ -183,11 +183,14 @@ def configured(settings: Settings) -> JobReconciler:
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
         workload_with_job=job.workload_with_job,
-        **_dispatched(settings),
+        **dispatched(settings),
     )
 
 
-def _dispatched(settings: Settings) -> dict[str, str]:
+def dispatched(settings: Settings) -> dict[str, str]:
+    """``dispatch_cluster`` and ``dispatch_label`` of a controller that leaves to the
+    multi-cluster dispatcher the workloads submitted to its manager cluster (none when it is
+    off)."""
     section = settings.reconcilers.multicluster
     if not section.enabled:
         return {}

@@ -29,6 +29,7 @@ import msgspec
 from daemon.controllers.base import Decision, split_ref
 from daemon.controllers.job.gang import controlled_by
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER as JOB_MANAGER
+from daemon.controllers.job.reconciler import dispatched
 from daemon.controllers.job.spec import managed_by
 from daemon.controllers.job.status import parse_time
 from daemon.controllers.jobset import failure, gangs, inplace, order
@@ -69,6 +70,10 @@ class JobSetReconciler:
     managed_by: str = DEFAULT_MANAGER
     # What child Jobs carry in `spec.managedBy`: the Job reconciler's name.
     job_managed_by: str = JOB_MANAGER
+    # JobSets labelled `dispatch_label` "true" in cluster `dispatch_cluster` are the
+    # multi-cluster dispatcher's: they run in a worker, as a copy.
+    dispatch_cluster: str = ""
+    dispatch_label: str = ""
 
     @property
     def name(self) -> str:
@@ -87,6 +92,8 @@ class JobSetReconciler:
         if jobset is None or jobset.deletion_ts is not None:
             return None
         if managed_by(jobset) != self.managed_by:
+            return None
+        if cluster == self.dispatch_cluster and jobset.labels.get(self.dispatch_label) == "true":
             return None
         try:
             view = view_jobset(jobset)
@@ -505,4 +512,5 @@ def configured(settings: Settings) -> JobSetReconciler:
     return JobSetReconciler(
         managed_by=settings.reconcilers.jobset.managed_by,
         job_managed_by=settings.reconcilers.job.managed_by,
+        **dispatched(settings),
     )

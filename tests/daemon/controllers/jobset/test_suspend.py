@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+from msgspec.structs import replace
+
+from daemon.controllers.jobset.reconciler import JobSetReconciler
+from tests.daemon.controllers.builders import CLUSTER
 from tests.daemon.controllers.jobset_builders import (
     READY,
     child,
@@ -53,3 +58,24 @@ def test_b0_suspend_and_resume_a_running_jobset() -> None:
     reasons = {c["type"]: c["reason"] for c in world.jobset().status["conditions"]}
     assert reasons["Suspended"] == "ResumeJobs"
     assert {n: j.uid for n, j in world.jobs().items()} == jobs
+
+
+@pytest.mark.parametrize(
+    ("labels", "dispatching", "runs"),
+    [
+        ({"kbatchd.dev/multicluster": "true"}, True, False),
+        ({}, True, True),
+        # The manager is another cluster: here is a worker, where copies run.
+        ({"kbatchd.dev/multicluster": "true"}, False, True),
+    ],
+    ids=["dispatched", "no-label", "worker"],
+)
+def test_a_jobset_the_dispatcher_handles_on_the_manager_gets_no_job_there(
+    labels: dict[str, str], dispatching: bool, runs: bool
+) -> None:
+    js = replace(make_jobset("js", [rjob("a", 1)]), labels=labels)
+    rec = JobSetReconciler(
+        dispatch_cluster=CLUSTER if dispatching else "elsewhere",
+        dispatch_label="kbatchd.dev/multicluster",
+    )
+    assert bool(created_jobs(decide(state_of(js), rec=rec))) is runs
