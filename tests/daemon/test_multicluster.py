@@ -33,6 +33,9 @@ from tests.backends import REAL, SIM, SIM_TIME_SCALE, backend_params, require_go
 from tests.daemon.test_gang import gpus_of
 from tests.daemon.test_gang_jobs import GROUP, gang_job
 from tests.daemon.test_gang_preemption import pod as gang_pod
+from tests.daemon.test_jobsets import GROUP as JOBSETS
+from tests.daemon.test_jobsets import VERSION as JOBSET_VERSION
+from tests.daemon.test_jobsets import jobset, replicated
 from tests.processes import (
     daemon_config,
     eventually,
@@ -48,7 +51,7 @@ pytestmark = pytest.mark.anyio
 MANAGER, WORKERS = "m", ("w1", "w2", "w3")
 # The simulated clusters, and the newest real release: four control planes a test.
 BACKENDS = backend_params(real=tuple(b for b in REAL if b == f"k8s-{KUBERNETES[-1]}"))
-PROFILE = Profile(scheduling=True, jobset_crds=False)
+PROFILE = Profile(scheduling=True, jobset_crds=True)
 TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
 HOSTS = ("b0-r0-h0", "b0-r0-h1", "b0-r1-h0", "b0-r1-h1")
 CLASSES = {"lowest": 1, "low": 5, "high": 1000, "urgent": 2000}
@@ -199,30 +202,56 @@ async def submit(kubeconfig: Path, *bodies: dict[str, Any]) -> None:
             await client.BatchV1Api(api).create_namespaced_job(NS, sent)
 
 
+async def _placed(api: client.ApiClient, kind: str, name: str) -> str | None:
+    """The worker the manager's workload names (``kbatchd.dev/cluster``)."""
+    if kind == "Job":
+        found = await client.BatchV1Api(api).read_namespaced_job(name, NS)
+        notes = found.metadata.annotations or {}
+    else:
+        obj = await client.CustomObjectsApi(api).get_namespaced_custom_object(
+            JOBSETS, JOBSET_VERSION, NS, "jobsets", name
+        )
+        notes = obj["metadata"].get("annotations") or {}
+    worker = notes.get("kbatchd.dev/cluster")
+    return str(worker) if worker else None
+
+
+async def _names(api: client.ApiClient, kind: str) -> set[str]:
+    if kind == "Job":
+        return {
+            j.metadata.name for j in (await client.BatchV1Api(api).list_namespaced_job(NS)).items
+        }
+    listed = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+        JOBSETS, JOBSET_VERSION, NS, "jobsets"
+    )
+    return {o["metadata"]["name"] for o in listed["items"]}
+
+
 async def running_in(
-    sides: dict[str, Side], name: str, workers: Sequence[str] = WORKERS, *, count: int = 2
+    sides: dict[str, Side],
+    name: str,
+    workers: Sequence[str] = WORKERS,
+    *,
+    count: int = 2,
+    kind: str = "Job",
 ) -> str:
-    """The worker the manager's Job `name` runs in, once its `count` pods are Running there inside
-    one rack and no other of the `workers` holds a copy."""
+    """The worker the manager's workload `name` (a Job or a JobSet) runs in, once its `count`
+    pods are Running there inside one rack and no other of the `workers` holds a copy."""
 
     async def where() -> str | None:
         async with kube_client(sides[MANAGER].admin) as api:
-            manager = await client.BatchV1Api(api).read_namespaced_job(name, NS)
-        worker = (manager.metadata.annotations or {}).get("kbatchd.dev/cluster")
+            worker = await _placed(api, kind, name)
         if not worker:
             return None
         for other in workers:
             async with kube_client(sides[other].admin) as api:
-                jobs = {
-                    j.metadata.name
-                    for j in (await client.BatchV1Api(api).list_namespaced_job(NS)).items
-                }
+                names = await _names(api, kind)
                 pods = (await client.CoreV1Api(api).list_namespaced_pod(NS)).items
                 nodes = {
                     n.metadata.name: n for n in (await client.CoreV1Api(api).list_node()).items
                 }
             if other != worker:
-                if name in jobs:
+                if name in names:
                     return None
                 continue
             mine = [p for p in pods if p.metadata.name.startswith(f"{name}-")]
@@ -230,7 +259,7 @@ async def running_in(
                 return None
             racks = {nodes[p.spec.node_name].metadata.labels[RACK_LABEL] for p in mine}
             assert len(racks) == 1, f"{name} split over {racks}"
-        return str(worker)
+        return worker
 
     found: str = await eventually(where, within=120, what=f"{name} running in one worker")
     return found
@@ -401,4 +430,49 @@ async def test_a_gang_job_preempts_in_one_worker_and_runs_there_as_its_gang(
 
             made = await eventually(groups, within=60, what="one PodGroup left")
         assert made == {MANAGER: 0, "w1": 0, "w2": 1, "w3": 0}, "the gang is the worker's alone"
+        assert sorted(pod_deletes(await decisions(tmp_path / "kbatchd.db"))) == sorted(CHEAP)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_jobset_preempts_in_one_worker_and_runs_there(tmp_path: Path, backend: str) -> None:
+    notes = {
+        "kueue.x-k8s.io/podset-required-topology": RACK_LABEL,
+        "sim.kbatchd.dev/run-seconds": "3600",
+    }
+    containers = [{"name": "main", "image": "x", "resources": gpus_of(8)}]
+    body = jobset(
+        "train",
+        [
+            replicated(n, 1, 1, annotations=notes, containers=containers)
+            for n in ("leader", "workers")
+        ],
+    )
+    body["metadata"]["labels"] = {"kbatchd.dev/multicluster": "true"}
+    for rj in body["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    async with clusters(tmp_path, backend) as sides:
+        path = config(tmp_path, sides)
+        async with running_daemon(path), kube_client(sides[MANAGER].admin) as api:
+            custom = client.CustomObjectsApi(api)
+            await custom.create_namespaced_custom_object(
+                JOBSETS, JOBSET_VERSION, NS, "jobsets", body
+            )
+            assert await running_in(sides, "train", kind="JobSet") == "w2"
+            assert await fills_left(sides) == ALL_FILLS - CHEAP
+            jobs = await client.BatchV1Api(api).list_namespaced_job(NS)
+            assert not jobs.items, "the manager runs none of it"
+
+            async def mirrored() -> dict[str, Any] | None:
+                obj = await custom.get_namespaced_custom_object(
+                    JOBSETS, JOBSET_VERSION, NS, "jobsets", "train"
+                )
+                status: dict[str, Any] = obj.get("status") or {}
+                ready = {
+                    r["name"]: r.get("ready", 0) for r in status.get("replicatedJobsStatus") or ()
+                }
+                return status if ready == {"leader": 1, "workers": 1} else None
+
+            await eventually(
+                mirrored, within=60, what="the worker's status on the manager's JobSet"
+            )
         assert sorted(pod_deletes(await decisions(tmp_path / "kbatchd.db"))) == sorted(CHEAP)

@@ -1,12 +1,13 @@
-"""The multi-cluster dispatcher: a Job submitted to the manager cluster with kbatchd's
-``managedBy`` and the label ``kbatchd.dev/multicluster: "true"`` runs in exactly one worker.
+"""The multi-cluster dispatcher: a Job or a JobSet submitted to the manager cluster with
+kbatchd's ``managedBy`` and the label ``kbatchd.dev/multicluster: "true"`` runs in exactly one
+worker (a gang Job as that worker's gang: its controller there makes it).
 
-Each step is one decision about the manager's Job, with its reason:
+Each step is one decision about the manager's workload, with its reason:
 
 - ``Dispatched``: a suspended copy (`workload.copy_body`) in each worker the dispatcher
   nominates (`dispatch`).
 - ``Admitted``: the first worker holding a copy in which the pods fit as it stands
-  (`plan.choose`): the manager's Job is annotated ``kbatchd.dev/cluster``, that copy resumed,
+  (`plan.choose`): the manager's workload is annotated ``kbatchd.dev/cluster``, that copy resumed,
   every other copy deleted. The log holds the choice before any of it is carried out, so a
   restart finishes it there and nowhere else.
 - ``Reserved``: no worker fits, and the lightest preemption is claimed (`plan.claim_of`,
@@ -23,8 +24,8 @@ Each step is one decision about the manager's Job, with its reason:
   from what the log holds, so a restart resumes or aborts, never both.
 - A worker the log knows it cannot reach (``State.unreachable``) is given no copy and chosen
   for nothing until it is heard from again.
-- The copy that runs has its status written to the manager's Job; a manager's Job that is
-  deleted has its copies deleted.
+- The copy that runs has its status written to the manager's workload; a manager's workload
+  that is deleted has its copies deleted.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from daemon.controllers.gang import preempt
 from daemon.controllers.gang.place import ClusterView
 from daemon.controllers.job.reconciler import DEFAULT_MANAGER
 from daemon.controllers.job.spec import managed_by
+from daemon.controllers.jobset.reconciler import DEFAULT_MANAGER as JOBSET_MANAGER
 from daemon.controllers.multicluster import dispatch
 from daemon.controllers.multicluster.dispatch import Dispatcher
 from daemon.controllers.multicluster.plan import (
@@ -52,16 +54,17 @@ from daemon.controllers.multicluster.plan import (
     collides,
     options,
 )
-from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, encode_claim
+from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, WORKLOAD_KINDS, encode_claim
 from daemon.controllers.multicluster.settings import LABEL, workers_of
 from daemon.controllers.multicluster.workload import (
     PLACED,
+    Workload,
     WorkloadError,
     copy_body,
     demand_of,
 )
 from events.intents import Create, Delete, Intent, Patch
-from events.objects import Job, rfc3339
+from events.objects import JobSet, rfc3339
 from events.state import Claim, State
 
 if TYPE_CHECKING:
@@ -102,6 +105,7 @@ class MulticlusterReconciler:
     workers: tuple[str, ...]
     dispatcher: Dispatcher = ALL_AT_ONCE
     managed_by: str = DEFAULT_MANAGER
+    jobset_managed_by: str = JOBSET_MANAGER
     label: str = LABEL
     deadline_ms: int = DEADLINE_MS
     retry_ms: int = RETRY_MS
@@ -112,7 +116,7 @@ class MulticlusterReconciler:
 
     @property
     def kinds(self) -> frozenset[str]:
-        return frozenset({"Job"})
+        return WORKLOAD_KINDS
 
     def memo(self) -> None:
         return None
@@ -126,18 +130,19 @@ class MulticlusterReconciler:
     # -- one workload -------------------------------------------------------------------------
 
     def decide_in(self, run: Cycle, key: str, now: int) -> Decision | None:
-        _, cluster, namespace, name = split_ref(key)
-        if cluster != self.manager:
+        kind, cluster, namespace, name = split_ref(key)
+        if cluster != self.manager or kind not in WORKLOAD_KINDS:
             return None
         state = run.state
         copies = self._copies(state, key, namespace, name)
-        job = state.jobs.get(f"{cluster}/{namespace}/{name}")
+        job: Workload | None = state.table(kind).get(f"{cluster}/{namespace}/{name}")  # type: ignore[assignment]
         if job is None or job.deletion_ts is not None:
             going = tuple(_delete(c, w) for w, c in copies.items() if c.deletion_ts is None)
             if not going:
                 return None
             return Decision(f"Removed: {key} is gone; {len(going)} copy(ies) deleted", going)
-        if job.labels.get(self.label) != "true" or managed_by(job) != self.managed_by:
+        manager = self.managed_by if kind == "Job" else self.jobset_managed_by
+        if job.labels.get(self.label) != "true" or managed_by(job) != manager:
             return None
         placed = job.annotations.get(PLACED)
         if placed:
@@ -153,14 +158,15 @@ class MulticlusterReconciler:
             return self._claimed(run, job, demand, claim, copies, now)
         return self._place(run, job, demand, copies, now)
 
-    def _copies(self, state: State, key: str, namespace: str, name: str) -> dict[str, Job]:
+    def _copies(self, state: State, key: str, namespace: str, name: str) -> dict[str, Workload]:
         """The copies of the manager's workload `key` in the workers that can be reached, by
         worker. One that cannot is left alone: it is woken when its copy is seen again."""
         found = {}
+        table = state.table(key.partition("/")[0])
         for worker in self.workers:
             if worker in state.unreachable:
                 continue
-            copy = state.jobs.get(f"{worker}/{namespace}/{name}")
+            copy: Workload | None = table.get(f"{worker}/{namespace}/{name}")  # type: ignore[assignment]
             if copy is not None and copy.annotations.get(ORIGIN) == key:
                 found[worker] = copy
         return found
@@ -171,15 +177,14 @@ class MulticlusterReconciler:
     # -- waiting for a worker -----------------------------------------------------------------
 
     def _place(
-        self, run: Cycle, job: Job, demand: Demand, copies: Mapping[str, Job], now: int
+        self, run: Cycle, job: Workload, demand: Demand, copies: Mapping[str, Workload], now: int
     ) -> Decision:
         since = job.created
         nominated = dispatch.nominated(self.dispatcher, self.workers, since, now)
         unreachable = run.state.unreachable
         missing = [w for w in nominated if w not in copies and w not in unreachable]
         intents: list[Intent] = [
-            Create(w, "Job", job.namespace, job.name, body=copy_body(job, demand.key, self.label))
-            for w in missing
+            _create(w, job, copy_body(job, demand.key, self.label)) for w in missing
         ]
         prefix = f"Dispatched: copies to {', '.join(missing)}; " if missing else ""
         holding = [w for w in nominated if w in copies and copies[w].deletion_ts is None]
@@ -208,7 +213,7 @@ class MulticlusterReconciler:
     def _reserve(
         self,
         run: Cycle,
-        job: Job,
+        job: Workload,
         demand: Demand,
         chosen: Option,
         intents: tuple[Intent, ...],
@@ -223,13 +228,9 @@ class MulticlusterReconciler:
         ]
         writes: list[Intent] = [_annotate(self.manager, job, {CLAIM: encode_claim(claim)})]
         for other in ousted:
-            _, cluster, namespace, name = split_ref(other.preemptor)
-            writes.append(
-                Patch(
-                    cluster, "Job", namespace, name,
-                    patch={"metadata": {"annotations": {CLAIM: None}}},
-                )
-            )  # fmt: skip
+            kind, cluster, namespace, name = split_ref(other.preemptor)
+            annotations = {"metadata": {"annotations": {CLAIM: None}}}
+            writes.append(_patch(kind, cluster, namespace, name, annotations))
             run.revoked.add(other.preemptor)
             run.pending = [c for c in run.pending if c.preemptor != other.preemptor]
         run.pending.append(claim)
@@ -247,10 +248,10 @@ class MulticlusterReconciler:
     def _claimed(
         self,
         run: Cycle,
-        job: Job,
+        job: Workload,
         demand: Demand,
         claim: Claim,
-        copies: Mapping[str, Job],
+        copies: Mapping[str, Workload],
         now: int,
     ) -> Decision:
         state = run.state
@@ -309,7 +310,7 @@ class MulticlusterReconciler:
             tuple(self._admit(job, claim.cluster, copies, {CLAIM: None})),
         )
 
-    def _abort(self, job: Job, claim: Claim, why: str) -> Decision:
+    def _abort(self, job: Workload, claim: Claim, why: str) -> Decision:
         return Decision(
             f"Aborted: the preemption in {claim.cluster}: {why}; waits for a worker again",
             (_annotate(self.manager, job, {CLAIM: None}),),
@@ -319,9 +320,9 @@ class MulticlusterReconciler:
 
     def _admit(
         self,
-        job: Job,
+        job: Workload,
         worker: str,
-        copies: Mapping[str, Job],
+        copies: Mapping[str, Workload],
         annotations: Mapping[str, Any] | None = None,
     ) -> list[Intent]:
         """The choice first (the manager's Job names the worker), then the copies: the chosen
@@ -337,7 +338,9 @@ class MulticlusterReconciler:
         ]
         return intents
 
-    def _running(self, job: Job, worker: str, copies: Mapping[str, Job]) -> Decision | None:
+    def _running(
+        self, job: Workload, worker: str, copies: Mapping[str, Workload]
+    ) -> Decision | None:
         """Keep the one copy that runs, resumed, and its status mirrored on the manager."""
         intents: list[Intent] = [
             _delete(c, w) for w, c in copies.items() if w != worker and c.deletion_ts is None
@@ -349,22 +352,46 @@ class MulticlusterReconciler:
             else:
                 status = _mirrored(copy.status)
                 if status and status != job.status:
-                    intents.append(
-                        Patch(
-                            self.manager, "Job", job.namespace, job.name,
-                            patch={"status": status}, subresource="status",
-                        )
-                    )  # fmt: skip
+                    intents.append(_status(self.manager, job, status))
         if not intents:
             return None
         return Decision(f"Running: in {worker}", tuple(intents))
 
 
-def _annotate(cluster: str, job: Job, annotations: Mapping[str, Any]) -> Patch:
-    return Patch(
-        cluster, "Job", job.namespace, job.name,
-        patch={"metadata": {"annotations": dict(annotations)}},
-    )  # fmt: skip
+# Each write names its kind literally: config/rbac.yaml is checked against what the code
+# writes (tests/daemon/test_rbac.py).
+
+
+def _create(cluster: str, workload: Workload, body: dict[str, Any]) -> Create:
+    namespace, name = workload.namespace, workload.name
+    if isinstance(workload, JobSet):
+        return Create(cluster, "JobSet", namespace, name, body=body)
+    return Create(cluster, "Job", namespace, name, body=body)
+
+
+def _patch(kind: str, cluster: str, namespace: str, name: str, patch: dict[str, Any]) -> Patch:
+    if kind == "JobSet":
+        return Patch(cluster, "JobSet", namespace, name, patch=patch)
+    return Patch(cluster, "Job", namespace, name, patch=patch)
+
+
+def _status(cluster: str, workload: Workload, status: dict[str, Any]) -> Patch:
+    namespace, name, patch = workload.namespace, workload.name, {"status": status}
+    if isinstance(workload, JobSet):
+        return Patch(cluster, "JobSet", namespace, name, patch=patch, subresource="status")
+    return Patch(cluster, "Job", namespace, name, patch=patch, subresource="status")
+
+
+def _delete(copy: Workload, worker: str) -> Delete:
+    namespace, name, uid = copy.namespace, copy.name, copy.uid
+    if isinstance(copy, JobSet):
+        return Delete(worker, "JobSet", namespace, name, precondition_uid=uid)
+    return Delete(worker, "Job", namespace, name, precondition_uid=uid)
+
+
+def _annotate(cluster: str, job: Workload, annotations: Mapping[str, Any]) -> Patch:
+    patch = {"metadata": {"annotations": dict(annotations)}}
+    return _patch(type(job).__name__, cluster, job.namespace, job.name, patch)
 
 
 def _mirrored(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -377,12 +404,10 @@ def _mirrored(status: Mapping[str, Any]) -> dict[str, Any]:
     return mirrored
 
 
-def _resume(copy: Job, worker: str) -> Patch:
-    return Patch(worker, "Job", copy.namespace, copy.name, patch={"spec": {"suspend": False}})
-
-
-def _delete(copy: Job, worker: str) -> Delete:
-    return Delete(worker, "Job", copy.namespace, copy.name, precondition_uid=copy.uid)
+def _resume(copy: Workload, worker: str) -> Patch:
+    return _patch(
+        type(copy).__name__, worker, copy.namespace, copy.name, {"spec": {"suspend": False}}
+    )
 
 
 def configured(settings: Settings) -> MulticlusterReconciler:
@@ -392,6 +417,7 @@ def configured(settings: Settings) -> MulticlusterReconciler:
         workers=tuple(workers_of(section, [c.name for c in settings.clusters])),
         dispatcher=Dispatcher(section.dispatcher, section.step, int(section.round_seconds * 1000)),
         managed_by=settings.reconcilers.job.managed_by,
+        jobset_managed_by=settings.reconcilers.jobset.managed_by,
         label=section.label,
         deadline_ms=int(section.preemption_deadline_seconds * 1000),
         retry_ms=int(section.retry_seconds * 1000),

@@ -10,7 +10,8 @@ import msgspec
 
 from daemon.controllers.settings import Seconds
 
-# Jobs on the manager with kbatchd's managedBy and this label set to "true" are dispatched.
+# Jobs and JobSets on the manager with kbatchd's managedBy and this label set to "true" are
+# dispatched.
 LABEL: Final = "kbatchd.dev/multicluster"
 
 

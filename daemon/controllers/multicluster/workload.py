@@ -1,10 +1,13 @@
-"""A Job submitted to the manager cluster, as the dispatcher reads and copies it: what it asks
-of a worker (`demand_of`) and the suspended copy a worker gets (`copy_body`)."""
+"""A workload submitted to the manager cluster, a Job or a JobSet, as the dispatcher reads and
+copies it: what it asks of a worker (`demand_of`) and the suspended copy a worker gets
+(`copy_body`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
+import msgspec
 from msgspec.structs import replace
 
 from daemon.controllers.gang.spec import GangSpecError, GroupSpec, topology_request
@@ -17,9 +20,11 @@ from daemon.controllers.job.spec import (
     JobSpecError,
     view_job,
 )
+from daemon.controllers.jobset.spec import JobSetSpecError, view_jobset
+from daemon.controllers.labels import GANG_TOPOLOGY
 from daemon.controllers.multicluster.plan import Demand
 from daemon.controllers.multicluster.projection import CLAIM, ORIGIN
-from events.objects import Job, ObjectError, Pod, decode_object_dict
+from events.objects import Job, JobSet, ObjectError, Pod, decode_object_dict
 from events.state import State
 
 # On the manager's workload: the worker it runs in, once one took it.
@@ -33,48 +38,60 @@ _GENERATED_LABELS: Final = (
     JOB_NAME_LABEL,
 )
 
+Workload = Job | JobSet
+
 
 class WorkloadError(ValueError):
     """A workload the dispatcher cannot place; the message names the field."""
 
 
-def demand_of(state: State, cluster: str, key: str, job: Job) -> Demand:
-    """What `job` (on the manager `cluster`) asks of a worker: its pods as the Job would start
-    them (parallelism, at most its completions), their priority from the template's
-    PriorityClass on the manager (its global default without one; none: 0), and the topology
-    its ``spec.scheduling`` or its pods' Kueue annotations require."""
-    try:
-        view = view_job(job)
-    except JobSpecError as exc:
-        raise WorkloadError(f"spec: {exc}") from exc
-    count = view.parallelism
-    if view.completions is not None:
-        count = min(count, view.completions)
-    template: Any = view.spec.template or {}
-    meta = template.get("metadata") or {}
-    pod_spec: dict[str, Any] = dict(template.get("spec") or {})
-    priority, preempts = _priority(state, cluster, pod_spec)
-    try:
-        model = decode_object_dict(
-            "Pod",
-            {
-                "metadata": {
-                    "name": job.name,
-                    "namespace": job.namespace,
-                    "annotations": meta.get("annotations") or {},
+class _PodSet(msgspec.Struct, frozen=True):
+    """Pods of one template a workload starts at once: `count` of them, named from `name`;
+    `path` is where the template is in the workload."""
+
+    name: str
+    count: int
+    template: dict[str, Any]
+    path: str
+
+
+def demand_of(state: State, cluster: str, key: str, workload: Workload) -> Demand:
+    """What `workload` (on the manager `cluster`) asks of a worker: the pods it starts at
+    once, all of them one unit (a Job's parallelism, at most its completions; each of a
+    JobSet's replicated Jobs, times its replicas), their priority from the PriorityClass the
+    first pod template naming one names on the manager (its global default without one;
+    none: 0), and the topology its ``spec.scheduling`` (a Job), its gang annotation (a JobSet)
+    or its pods' Kueue annotations require."""
+    if isinstance(workload, JobSet):
+        sets, topology = _jobset_pods(workload)
+    else:
+        sets, topology = _job_pods(workload)
+    priority, preempts = _priority(state, cluster, sets)
+    pods: list[Pod] = []
+    for one in sets:
+        meta = one.template.get("metadata") or {}
+        try:
+            model = decode_object_dict(
+                "Pod",
+                {
+                    "metadata": {
+                        "name": one.name,
+                        "namespace": workload.namespace,
+                        "annotations": meta.get("annotations") or {},
+                    },
+                    "spec": dict(one.template.get("spec") or {}),
                 },
-                "spec": pod_spec,
-            },
-        )
-    except ObjectError as exc:
-        raise WorkloadError(f"spec.template: {exc}") from exc
-    assert isinstance(model, Pod)
-    pods = tuple(
-        replace(model, name=f"{job.name}-{i}", uid=f"{job.uid}-{i}", priority=priority)
-        for i in range(max(count, 0))
-    )
+            )
+        except ObjectError as exc:
+            raise WorkloadError(f"{one.path}: {exc}") from exc
+        assert isinstance(model, Pod)
+        pods += (
+            replace(model, name=f"{one.name}-{i}", uid=f"{workload.uid}-{one.name}-{i}",
+                    priority=priority)
+            for i in range(one.count)
+        )  # fmt: skip
     group = GroupSpec(
-        cluster, job.namespace, job.name, job.uid, len(pods), _topology_key(job), None, None,
+        cluster, workload.namespace, workload.name, workload.uid, len(pods), topology, None, None,
         None, None, 0,
     )  # fmt: skip
     try:
@@ -83,26 +100,60 @@ def demand_of(state: State, cluster: str, key: str, job: Job) -> Demand:
         raise WorkloadError(str(exc)) from exc
     return Demand(
         key=key,
-        namespace=job.namespace,
-        name=job.name,
-        uid=job.uid,
+        namespace=workload.namespace,
+        name=workload.name,
+        uid=workload.uid,
         priority=priority,
-        created=job.created,
-        pods=pods,
+        created=workload.created,
+        pods=tuple(pods),
         request=request,
         preempts=preempts,
     )
 
 
-def _priority(state: State, cluster: str, pod_spec: dict[str, Any]) -> tuple[int, bool]:
-    """(priority, may preempt) as the Priority admission plugin would give the Job's pods."""
+def _job_pods(job: Job) -> tuple[list[_PodSet], str | None]:
+    try:
+        view = view_job(job)
+    except JobSpecError as exc:
+        raise WorkloadError(f"spec: {exc}") from exc
+    count = view.parallelism
+    if view.completions is not None:
+        count = min(count, view.completions)
+    template: Any = view.spec.template or {}
+    return [_PodSet(job.name, max(count, 0), template, "spec.template")], _topology_key(job)
+
+
+def _jobset_pods(jobset: JobSet) -> tuple[list[_PodSet], str | None]:
+    try:
+        view = view_jobset(jobset)
+    except JobSetSpecError as exc:
+        raise WorkloadError(f"spec: {exc}") from exc
+    sets = [
+        _PodSet(
+            f"{jobset.name}-{rj.name}",
+            rj.replicas * rj.pods_per_job,
+            rj.pod_template,
+            f"spec.replicatedJobs[{i}].template.spec.template",
+        )
+        for i, rj in enumerate(view.spec.replicated_jobs)
+    ]
+    return sets, jobset.annotations.get(GANG_TOPOLOGY) or None
+
+
+def _priority(state: State, cluster: str, sets: Sequence[_PodSet]) -> tuple[int, bool]:
+    """(priority, may preempt) as the Priority admission plugin would give the pods of the
+    first template naming a PriorityClass (of the first template, when none does)."""
     classes = [c for k, c in state.priorityclasses.items() if k.startswith(f"{cluster}//")]
+    named = [s for s in sets if (s.template.get("spec") or {}).get("priorityClassName")]
+    first = (named or list(sets))[0] if sets else None
+    pod_spec: dict[str, Any] = (first.template.get("spec") or {}) if first is not None else {}
     name = pod_spec.get("priorityClassName")
     if name:
         found = next((c for c in classes if c.name == name), None)
         if found is None:
+            assert first is not None
             raise WorkloadError(
-                f"spec.template.spec.priorityClassName: no PriorityClass {name!r} in cluster "
+                f"{first.path}.spec.priorityClassName: no PriorityClass {name!r} in cluster "
                 f"{cluster}"
             )
     else:
@@ -126,28 +177,37 @@ def _topology_key(job: Job) -> str | None:
         raise WorkloadError(str(exc)) from exc
 
 
-def copy_body(job: Job, key: str, label: str) -> dict[str, Any]:
-    """The suspended copy a worker gets: the Job as submitted, without what the manager's API
-    server generated for it (its selector and the pod labels matching it) and without the
-    dispatcher's own annotations and label, naming the original in ``kbatchd.dev/origin``."""
-    spec = {k: v for k, v in job.spec.items() if k != "selector"}
-    template: dict[str, Any] = dict(spec.get("template") or {})
-    meta: dict[str, Any] = dict(template.get("metadata") or {})
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in _GENERATED_LABELS}
-    meta["labels"] = labels
-    template["metadata"] = meta
-    spec["template"] = template
+def copy_body(workload: Workload, key: str, label: str) -> dict[str, Any]:
+    """The suspended copy a worker gets: the workload as submitted, without what the
+    manager's API server generated for it (a Job's selector and the pod labels matching it)
+    and without the dispatcher's own annotations and label, naming the original in
+    ``kbatchd.dev/origin``. A JobSet's goes in the version the worker serves."""
+    spec = dict(workload.spec)
+    generated: tuple[str, ...] = ()
+    head: dict[str, Any] = {}
+    if isinstance(workload, Job):
+        spec.pop("selector", None)
+        template: dict[str, Any] = dict(spec.get("template") or {})
+        meta: dict[str, Any] = dict(template.get("metadata") or {})
+        meta["labels"] = {
+            k: v for k, v in (meta.get("labels") or {}).items() if k not in _GENERATED_LABELS
+        }
+        template["metadata"] = meta
+        spec["template"] = template
+        generated = _GENERATED_LABELS
+        head = {"apiVersion": "batch/v1", "kind": "Job"}
     spec["suspend"] = True
-    annotations = {k: v for k, v in job.annotations.items() if k not in (CLAIM, PLACED, ORIGIN)}
+    annotations = {
+        k: v for k, v in workload.annotations.items() if k not in (CLAIM, PLACED, ORIGIN)
+    }
     annotations[ORIGIN] = key
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        **head,
         "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
+            "name": workload.name,
+            "namespace": workload.namespace,
             "labels": {
-                k: v for k, v in job.labels.items() if k != label and k not in _GENERATED_LABELS
+                k: v for k, v in workload.labels.items() if k != label and k not in generated
             },
             "annotations": annotations,
         },

@@ -18,7 +18,7 @@ from daemon.controllers.multicluster.reconciler import ALL_AT_ONCE, NAME, Multic
 from daemon.controllers.multicluster.workload import PLACED
 from events.fold import fold
 from events.intents import Create, Delete, Patch
-from events.objects import Job, KObject, Pod, PriorityClass, decode_object_dict
+from events.objects import Job, JobSet, KObject, Pod, PriorityClass, decode_object_dict
 from events.schema import Change, Decided, Event, Observed, Outcome
 from events.state import State
 from tests.daemon.controllers.gang_builders import RACK, T0, nodes, running
@@ -111,7 +111,7 @@ class Clusters:
 
     def apply(self, intent: Any) -> None:
         cluster, ns, name = intent.cluster, intent.namespace, intent.name
-        table = self.state.jobs if intent.kind == "Job" else self.state.pods
+        table = self.state.table(intent.kind)
         found = table.get(f"{cluster}/{ns}/{name}")
         if isinstance(intent, Create):
             body = dict(intent.body)
@@ -150,6 +150,10 @@ class Clusters:
     def jobs(self, cluster: str) -> dict[str, Job]:
         prefix = f"{cluster}/"
         return {k.split("/")[-1]: j for k, j in self.state.jobs.items() if k.startswith(prefix)}
+
+    def jobsets(self, cluster: str) -> dict[str, JobSet]:
+        prefix = f"{cluster}/"
+        return {k.split("/")[-1]: j for k, j in self.state.jobsets.items() if k.startswith(prefix)}
 
     def pods(self, cluster: str) -> set[str]:
         prefix = f"{cluster}/"
@@ -300,6 +304,83 @@ def test_an_unknown_priority_class_is_named() -> None:
     assert decision.reason == (
         "InvalidWorkload: spec.template.spec.priorityClassName: no PriorityClass 'missing' "
         "in cluster m"
+    )
+
+
+def submit_jobset(clusters: Clusters, priority_classes: tuple[str, str] = ("", "high")) -> str:
+    """A JobSet of a leader and a worker Job, one 8-GPU pod each, all sharing a rack (its
+    gang annotation); the replicated Jobs' pods name `priority_classes` ("": none)."""
+
+    def replicated(name: str, priority_class: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "main", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+            ],
+        }
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        job = {"parallelism": 1, "completions": 1, "template": {"spec": spec}}
+        return {"name": name, "replicas": 1, "template": {"spec": job}}
+
+    body = {
+        "metadata": {
+            "name": "train",
+            "namespace": "ns",
+            "uid": "uid-train",
+            "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kbatchd.dev/multicluster": "true"},
+            "annotations": {"kbatchd.dev/gang": "composite", "kbatchd.dev/gang-topology": RACK},
+        },
+        "spec": {
+            "managedBy": "kbatchd.dev/jobset-controller",
+            "replicatedJobs": [
+                replicated(n, c)
+                for n, c in zip(("leader", "workers"), priority_classes, strict=True)
+            ],
+        },
+    }
+    clusters.observe(MANAGER, decode_object_dict("JobSet", body))
+    return f"JobSet/{MANAGER}/ns/train"
+
+
+def test_a_jobset_is_copied_whole_and_runs_in_one_worker_its_status_mirrored() -> None:
+    clusters = world({"w1": [HIGH, HIGH, FREE, HIGH], "w2": [FREE] * 4, "w3": [FREE] * 4})
+    key = submit_jobset(clusters)
+    first = clusters.step(key)
+    assert first.reason.startswith("Dispatched: copies to w1, w2, w3; Waiting:")
+    assert {type(i).__name__ + "/" + i.kind for i in first.intents} == {"Create/JobSet"}
+    copy = clusters.jobsets("w1")["train"]
+    assert copy.spec["suspend"] is True
+    assert copy.annotations[ORIGIN] == key
+    assert copy.annotations["kbatchd.dev/gang-topology"] == RACK
+    assert "kbatchd.dev/multicluster" not in copy.labels
+    # w1 has 8 GPUs free in each rack, not 16 in one: the set is placed as one unit.
+    assert clusters.step(key).reason == "Admitted: runs in w2 (2 pod(s) fit as it stands)"
+    assert clusters.jobsets(MANAGER)["train"].annotations[PLACED] == "w2"
+    assert clusters.jobsets("w2")["train"].spec["suspend"] is False
+    assert set(clusters.jobsets("w1")) == set(clusters.jobsets("w3")) == set()
+    resumed = {"type": "Suspended", "status": "False", "reason": "ResumeJobs"}
+    status = {"replicatedJobsStatus": [{"name": "leader", "ready": 1}], "conditions": [resumed]}
+    running = clusters.jobsets("w2")["train"]
+    clusters.observe("w2", clusters.bump(running, status=status), "MODIFIED")
+    mirrored = clusters.step(key)
+    assert mirrored.reason == "Running: in w2"
+    assert [(i.kind, i.subresource) for i in mirrored.intents] == [("JobSet", "status")]
+    assert clusters.jobsets(MANAGER)["train"].status == {
+        "replicatedJobsStatus": [{"name": "leader", "ready": 1}]
+    }
+
+
+def test_a_missing_priority_class_of_a_jobset_is_named_by_its_path() -> None:
+    clusters = world({"w1": [FREE] * 4, "w2": [FREE] * 4, "w3": [FREE] * 4})
+    key = submit_jobset(clusters, ("", "missing"))
+    decision = clusters.decide(key)
+    assert decision is not None
+    assert decision.reason == (
+        "InvalidWorkload: spec.replicatedJobs[1].template.spec.template.spec.priorityClassName: "
+        "no PriorityClass 'missing' in cluster m"
     )
 
 
