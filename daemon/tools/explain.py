@@ -214,7 +214,7 @@ def _entries(
                     "type": "outcome",
                     "decision": event.decision,
                     "index": event.index,
-                    "intent": intent_text(intent),
+                    "intent": intent_text(intent, _cluster_of(decisions[event.decision].key)),
                     "ok": event.ok,
                     "code": event.code,
                     "message": event.message,
@@ -260,7 +260,7 @@ def _decided(
         "category": categorize(event.reason),
         "intents": [
             {"index": i, "op": intent.__struct_config__.tag, "ref": intent.ref}
-            | {"text": intent_text(intent), "touches": intent.ref in family}
+            | {"text": intent_text(intent, _cluster_of(event.key)), "touches": intent.ref in family}
             for i, intent in enumerate(event.intents)
         ],
         "pending": pending,
@@ -352,10 +352,19 @@ def brief(flat: dict[str, str]) -> dict[str, list[str | None]]:
     return shown
 
 
-def intent_text(intent: Intent) -> str:
-    """``create Pod train-0-abc``, ``patch Job train status (status.active)``, ..."""
+def _cluster_of(key: str) -> str:
+    """The cluster of a decision's key (``Kind/cluster/namespace/name``)."""
+    parts = key.split("/")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def intent_text(intent: Intent, home: str = "") -> str:
+    """``create Pod train-0-abc``, ``patch Job train status (status.active)``, ...; an intent
+    to a cluster other than `home` (the decision's) names it: ``delete Pod fill-0 in w2``."""
     op = intent.__struct_config__.tag
     head = f"{op} {intent.kind} {intent.name}"
+    if home and intent.cluster != home:
+        head += f" in {intent.cluster}"
     if isinstance(intent, Bind):
         return f"{head} → {intent.node}"
     if isinstance(intent, Delete):

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from msgspec.structs import replace
 
-from daemon.tools.explain import ExplainError, explain, flatten, render
+from daemon.tools.explain import ExplainError, explain, flatten, intent_text, render
+from events.intents import Bind, Delete, Intent, Patch
 from events.objects import Job, JobSet
 from events.reasons import categorize, heads, placement, render_placement
 from events.schema import Event, Observed
@@ -347,3 +348,23 @@ async def test_events_under_match_whole_prefixes_only(tmp_path: Path) -> None:
         assert await log.events_under(["Pod/c1/n%/"]) == []
         assert await log.events_under([]) == []
         assert [seq for seq, _ in await log.events_under(["Pod/"], until=2)] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("intent", "home", "text"),
+    [
+        (Delete("w2", "Pod", "ns", "fill-0", precondition_uid="u"), "m", "delete Pod fill-0 in w2"),
+        (Delete("m", "Pod", "ns", "fill-0", precondition_uid="u"), "m", "delete Pod fill-0"),
+        (Bind("c1", "Pod", "ns", "p", node="n1", uid="u"), "c1", "bind Pod p → n1"),
+        (
+            Patch("w1", "Job", "ns", "big", patch={"spec": {"suspend": False}}),
+            "m",
+            "patch Job big in w1 (spec.suspend)",
+        ),
+    ],
+    ids=["another-cluster", "its-own", "bind", "patch-elsewhere"],
+)
+def test_an_intent_names_its_cluster_when_it_is_not_the_decisions(
+    intent: Intent, home: str, text: str
+) -> None:
+    assert intent_text(intent, home) == text
