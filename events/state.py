@@ -78,6 +78,14 @@ class Claim(msgspec.Struct, frozen=True, gc=False):
     room: dict[str, dict[str, int]]
     deadline: int  # ms
     evicting: bool = False
+    reserved: int = 0  # ms; when the claim was made
+
+
+class Refusal(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A worker's final no to evicting a claimed victim: why, and when (ms)."""
+
+    why: str
+    at: int
 
 
 class BackoffRecord(msgspec.Struct, array_like=True):
@@ -153,9 +161,9 @@ class State(msgspec.Struct):
     # The manager's workload ref -> its cross-cluster preemption under way (`Claim`, kept by
     # `multicluster.projection`).
     claims: dict[str, Claim] = {}
-    # The manager's workload ref -> victim pod key -> why the worker refused to evict it,
-    # while its claim stands (kept by `multicluster.projection`).
-    refusals: dict[str, dict[str, str]] = {}
+    # The manager's workload ref -> victim pod key -> the worker's refusal to evict it, until
+    # the workload runs somewhere or is deleted (kept by `multicluster.projection`).
+    refusals: dict[str, dict[str, Refusal]] = {}
 
     def table(self, kind: str) -> dict[str, KObject]:
         """The objects of one kind, keyed by ``cluster/namespace/name``."""

@@ -23,8 +23,7 @@ import anyio
 import pytest
 from kubernetes_asyncio import client
 
-from daemon.controllers.multicluster.projection import CLAIM
-from daemon.controllers.multicluster.workload import PLACED
+from daemon.controllers.multicluster.projection import CLAIM, PLACED
 from daemon.sim.cluster import SimCluster
 from daemon.sim.topology import RACK_LABEL
 from events.intents import Delete

@@ -110,8 +110,10 @@ def options(
     demand_: Demand,
     pending: Sequence[Claim] = (),
     unreachable: Collection[str] = (),
+    spared: Collection[str] = (),
 ) -> list[Option]:
-    """Each worker's answer for `demand_`, in the order of `views` (the configured order).
+    """Each worker's answer for `demand_`, in the order of `views` (the configured order);
+    none evicts a `spared` pod (keys of victims a worker refused to evict).
     The claims that hold against it (`binds`) keep their room and their victims from it:
     those in the state (which every view charges) and `pending` ones, decided in this pass
     but not yet folded. The room of any other claim in the state is free to it."""
@@ -139,17 +141,20 @@ def options(
         if not demand_.preempts:
             answers.append(Option(cluster, refused=f"preemptionPolicy Never; {slots}"))
             continue
-        answers.append(_preemption(held, demand_, theirs))
+        answers.append(_preemption(held, demand_, theirs, spared))
     return answers
 
 
-def _preemption(view: ClusterView, demand_: Demand, theirs: Sequence[Claim]) -> Option:
-    """The worker's cheapest preemption for `demand_`, victims claimed by others left out."""
+def _preemption(
+    view: ClusterView, demand_: Demand, theirs: Sequence[Claim], spared: Collection[str]
+) -> Option:
+    """The worker's cheapest preemption for `demand_`, victims claimed by others and the
+    `spared` ones left out."""
     cluster = view.cluster
     preemptor = preempt.Preemptor(
         demand_.namespace, demand_.name, demand_.priority, demand_.pods, demand_.request.required
     )
-    claimed = frozenset().union(*(c.victims for c in theirs))
+    claimed = frozenset(spared).union(*(c.victims for c in theirs))
     going, candidates = preempt.units(view, preemptor)
     free = [u for u in candidates if not victim_keys(cluster, [u]) & claimed]
 
@@ -179,8 +184,9 @@ def choose(answers: Sequence[Option]) -> Option | None:
     return min(enumerate(preempting), key=lambda pair: (pair[1].weight, pair[0]))[1]
 
 
-def claim_of(demand_: Demand, option: Option, deadline: int) -> Claim:
+def claim_of(demand_: Demand, option: Option, now: int, deadline: int) -> Claim:
     return Claim(
+        reserved=now,
         preemptor=demand_.key,
         rank=rank(demand_),
         cluster=option.cluster,

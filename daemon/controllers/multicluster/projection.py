@@ -8,9 +8,10 @@
   stands. (Two decisions' writes to one object may land in either order; the annotation is
   for people to read.) A workload that is deleted takes its claim with it.
 - **Refusals.** A worker's final no to a victim's mark or delete (any 4xx but 404, gone
-  already, and 409, a conflict to decide again from) is kept in ``State.refusals`` while the
-  claim stands: the claim is aborted. A worker that gave no answer is in ``State.unreachable``
-  (the fold's), and every claim on it is woken.
+  already, and 409, a conflict to decide again from) is kept in ``State.refusals`` until the
+  workload is placed (a decision writes ``kbatchd.dev/cluster`` on it) or deleted: the claim
+  is aborted, and the workload's next plans spare that victim for a while. A worker that gave
+  no answer is in ``State.unreachable`` (the fold's), and every claim on it is woken.
 - **Who to wake.** A claimed victim going, and any change of a worker's copy (which names the
   manager's workload in ``kbatchd.dev/origin``), make the manager's workload dirty.
 """
@@ -25,12 +26,14 @@ from events.hooks import Change, Dirty, FoldHooks
 from events.intents import Delete, Intent, Patch
 from events.objects import KObject, Pod
 from events.schema import Decided, Outcome
-from events.state import Claim, State
+from events.state import Claim, Refusal, State
 
 # On the manager's workload: its cross-cluster preemption under way (a `Claim`, JSON).
 CLAIM: Final = "kbatchd.dev/claim"
 # On a worker's copy: the manager's workload it copies (its ref).
 ORIGIN: Final = "kbatchd.dev/origin"
+# On the manager's workload: the worker it runs in, once one took it.
+PLACED: Final = "kbatchd.dev/cluster"
 # The kinds a workload submitted to the manager can be.
 WORKLOAD_KINDS: Final = frozenset({"Job", "JobSet"})
 
@@ -56,8 +59,6 @@ _NOT_REFUSALS: Final = frozenset({0, 404, 409})
 
 def _set(state: State, ref: str, text: object) -> None:
     claim = decode_claim(text) if isinstance(text, str) else None
-    if claim is None or not claim.evicting:
-        state.refusals.pop(ref, None)
     if claim is None:
         state.claims.pop(ref, None)
     else:
@@ -72,8 +73,12 @@ def claims_decided(state: State, seq: int, decision: Decided) -> None:
         body: Any = intent.patch
         meta = body.get("metadata") if isinstance(body, dict) else None
         notes = meta.get("annotations") if isinstance(meta, dict) else None
-        if isinstance(notes, dict) and CLAIM in notes:
+        if not isinstance(notes, dict):
+            continue
+        if CLAIM in notes:
             _set(state, intent.ref, notes[CLAIM])
+        if notes.get(PLACED) and state.refusals:
+            state.refusals.pop(intent.ref, None)
 
 
 def claims_failed(
@@ -94,7 +99,7 @@ def claims_failed(
         return
     if outcome.code not in _NOT_REFUSALS:
         why = f"{outcome.code} {outcome.message}".strip()
-        state.refusals.setdefault(claim.preemptor, {})[intent.key] = why
+        state.refusals.setdefault(claim.preemptor, {})[intent.key] = Refusal(why, outcome.at)
 
 
 def _workload_observed(state: State, change: Change, dirty: Dirty | None) -> None:

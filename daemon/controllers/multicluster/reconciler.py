@@ -20,7 +20,8 @@ Each step is one decision about the manager's workload, with its reason:
   worker, and the claim taken off.
 - ``Aborted``: the worker refused to evict a victim or could not be reached, the deadline
   passed (`plan.abort_reason`), or its room is gone once the victims are: the claim is taken
-  off, no eviction not yet issued ever is, and the workload waits again. A step is decided
+  off, no eviction not yet issued ever is, and the workload waits again (sparing the victims
+  refused for as long as a claim may last). A step is decided
   from what the log holds, so a restart resumes or aborts, never both.
 - A worker the log knows it cannot reach (``State.unreachable``) is given no copy and chosen
   for nothing until it is heard from again.
@@ -54,10 +55,15 @@ from daemon.controllers.multicluster.plan import (
     collides,
     options,
 )
-from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, WORKLOAD_KINDS, encode_claim
+from daemon.controllers.multicluster.projection import (
+    CLAIM,
+    ORIGIN,
+    PLACED,
+    WORKLOAD_KINDS,
+    encode_claim,
+)
 from daemon.controllers.multicluster.settings import LABEL, workers_of
 from daemon.controllers.multicluster.workload import (
-    PLACED,
     Workload,
     WorkloadError,
     copy_body,
@@ -188,7 +194,14 @@ class MulticlusterReconciler:
         ]
         prefix = f"Dispatched: copies to {', '.join(missing)}; " if missing else ""
         holding = [w for w in nominated if w in copies and copies[w].deletion_ts is None]
-        answers = options(self._views(run.state, holding), demand, run.pending, unreachable)
+        # A victim a worker refused to evict is spared for as long as a claim may last.
+        spared = [
+            victim
+            for victim, refusal in run.state.refusals.get(demand.key, {}).items()
+            if now - refusal.at < self.deadline_ms
+        ]
+        views = self._views(run.state, holding)
+        answers = options(views, demand, run.pending, unreachable, spared)
         chosen = choose(answers)
         # A claim the log no longer holds (taken off by a better-ranked preemptor, its
         # write landing after ours) leaves no annotation behind.
@@ -220,7 +233,7 @@ class MulticlusterReconciler:
         prefix: str,
         now: int,
     ) -> Decision:
-        claim = claim_of(demand, chosen, now + self.deadline_ms)
+        claim = claim_of(demand, chosen, now, now + self.deadline_ms)
         ousted = [
             c
             for c in (*run.state.claims.values(), *run.pending)
@@ -265,7 +278,11 @@ class MulticlusterReconciler:
             now,
             left=len(left),
             reachable=claim.cluster not in state.unreachable,
-            refused=state.refusals.get(claim.preemptor, {}),
+            refused={
+                victim: refusal.why
+                for victim, refusal in state.refusals.get(claim.preemptor, {}).items()
+                if refusal.at >= claim.reserved
+            },
         )
         if why is not None:
             return self._abort(job, claim, why)

@@ -23,12 +23,10 @@ from daemon.controllers.job.spec import (
 from daemon.controllers.jobset.spec import JobSetSpecError, view_jobset
 from daemon.controllers.labels import GANG_TOPOLOGY
 from daemon.controllers.multicluster.plan import Demand
-from daemon.controllers.multicluster.projection import CLAIM, ORIGIN
+from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, PLACED
 from events.objects import Job, JobSet, ObjectError, Pod, decode_object_dict
 from events.state import State
 
-# On the manager's workload: the worker it runs in, once one took it.
-PLACED: Final = "kbatchd.dev/cluster"
 # What the Job API writes into a Job that a copy must not carry: a copy with the original's
 # selector (and the pod labels that match it) is refused unless manualSelector is set.
 _GENERATED_LABELS: Final = (

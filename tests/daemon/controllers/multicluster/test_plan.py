@@ -19,6 +19,7 @@ from daemon.controllers.multicluster.plan import (
     collides,
     options,
     rank,
+    victim_keys,
     winner,
 )
 from events.fold import fold
@@ -277,7 +278,7 @@ def test_a_claim_names_the_preemptor_cluster_victims_and_room() -> None:
     wanted = demand()
     chosen = choose(options([ClusterView(state, "w1")], wanted, []))
     assert chosen is not None
-    claim = claim_of(wanted, chosen, deadline=T0 + 1)
+    claim = claim_of(wanted, chosen, T0, deadline=T0 + 1)
     assert claim == Claim(
         preemptor="Job/manager/ns/big",
         rank=(-100, T0, "uid-big"),
@@ -288,7 +289,15 @@ def test_a_claim_names_the_preemptor_cluster_victims_and_room() -> None:
             "b0-r0-h1": {"cpu": 1000, "nvidia.com/gpu": 8, "pods": 1},
         },
         deadline=T0 + 1,
+        reserved=T0,
     )
+
+
+def test_spared_victims_are_never_chosen() -> None:
+    state = cluster_state({"w1": [LOW, LOW, MID, MID]})
+    spared = ["w1/ns/w1-b0-r0-h0"]
+    (answer,) = options([ClusterView(state, "w1")], demand(), [], spared=spared)
+    assert victim_keys("w1", answer.victims) == {"w1/ns/w1-b0-r1-h0", "w1/ns/w1-b0-r1-h1"}
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from daemon.controllers.multicluster.projection import (
     CLAIM,
     FOLD,
     ORIGIN,
+    PLACED,
     claims_decided,
     claims_failed,
     decode_claim,
@@ -22,7 +23,7 @@ from events.hooks import Change, Dirty
 from events.intents import Delete, Intent, Patch
 from events.objects import Job, Pod
 from events.schema import Decided, Outcome
-from events.state import Claim, State
+from events.state import Claim, Refusal, State
 from tests.daemon.controllers.gang_builders import T0, running
 
 REF = "Job/manager/ns/big"
@@ -147,11 +148,14 @@ def mark(name: str) -> Patch:
     return Patch("w2", "Pod", "ns", name, patch={"status": status}, subresource="status")
 
 
+REFUSED = {REF: {"w2/ns/v0": Refusal("403 no", T0)}}
+
+
 @pytest.mark.parametrize(
     ("intent", "code", "by", "refusals", "woken"),
     [
-        (delete("v0"), 403, REF, {REF: {"w2/ns/v0": "403 no"}}, set()),
-        (mark("v1"), 422, REF, {REF: {"w2/ns/v1": "422 no"}}, set()),
+        (delete("v0"), 403, REF, REFUSED, set()),
+        (mark("v1"), 422, REF, {REF: {"w2/ns/v1": Refusal("422 no", T0)}}, set()),
         (delete("v0"), 409, REF, {}, set()),
         (mark("v0"), 404, REF, {}, set()),
         (delete("other"), 403, REF, {}, set()),
@@ -166,8 +170,8 @@ def mark(name: str) -> Patch:
         "unanswered-elsewhere", "unanswered-in-the-claims-cluster-wakes-it",
     ],
 )  # fmt: skip
-def test_a_refused_eviction_is_kept_while_the_claim_stands(
-    intent: Intent, code: int, by: str, refusals: dict[str, dict[str, str]], woken: set[str]
+def test_a_refused_eviction_is_kept_for_its_workload(
+    intent: Intent, code: int, by: str, refusals: dict[str, dict[str, Refusal]], woken: set[str]
 ) -> None:
     state = State(now=T0, claims={REF: EVICTING})
     decision = Decided(at=T0, reconciler="multicluster", key=by, reason="r", intents=(intent,))
@@ -178,18 +182,25 @@ def test_a_refused_eviction_is_kept_while_the_claim_stands(
     assert dirty == woken
 
 
+def _placed(state: State) -> None:
+    patch = Patch(
+        "manager", "Job", "ns", "big", patch={"metadata": {"annotations": {PLACED: "w1"}}}
+    )
+    decision = Decided(at=T0, reconciler="multicluster", key=REF, reason="r", intents=(patch,))
+    claims_decided(state, 2, decision)
+
+
 @pytest.mark.parametrize(
     ("then", "kept"),
     [
-        (lambda state: claims_decided(state, 2, writes(None)), False),
-        (lambda state: claims_decided(state, 2, writes(encode_claim(CLAIMED))), False),
-        (lambda state: claims_decided(state, 2, writes(encode_claim(EVICTING))), True),
+        (lambda state: claims_decided(state, 2, writes(None)), True),
+        (lambda state: claims_decided(state, 2, writes(encode_claim(CLAIMED))), True),
+        (_placed, False),
         (lambda state: observe(state, job(), gone=True), False),
     ],
-    ids=["released", "reserved-afresh", "still-evicting", "workload-deleted"],
+    ids=["aborted", "reserved-afresh", "placed", "workload-deleted"],
 )
-def test_refusals_go_with_their_claim(then: Any, kept: bool) -> None:
-    refusals = {REF: {"w2/ns/v0": "403 no"}}
-    state = State(now=T0, claims={REF: EVICTING}, refusals={REF: dict(refusals[REF])})
+def test_refusals_last_until_the_workload_is_placed_or_deleted(then: Any, kept: bool) -> None:
+    state = State(now=T0, claims={REF: EVICTING}, refusals={REF: dict(REFUSED[REF])})
     then(state)
-    assert state.refusals == (refusals if kept else {})
+    assert state.refusals == (REFUSED if kept else {})

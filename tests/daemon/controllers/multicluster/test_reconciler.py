@@ -13,9 +13,8 @@ from msgspec.structs import replace
 
 from daemon.controllers.base import Decision
 from daemon.controllers.multicluster.dispatch import INCREMENTAL, Dispatcher
-from daemon.controllers.multicluster.projection import CLAIM, ORIGIN
+from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, PLACED
 from daemon.controllers.multicluster.reconciler import ALL_AT_ONCE, NAME, MulticlusterReconciler
-from daemon.controllers.multicluster.workload import PLACED
 from events.fold import fold
 from events.intents import Create, Delete, Patch
 from events.objects import Job, JobSet, KObject, Pod, PriorityClass, decode_object_dict
@@ -513,15 +512,17 @@ def test_a_restart_after_some_deletes_deletes_only_what_is_left_once() -> None:
     assert clusters.step(key).reason == "Committed: runs in w2 after evicting 2 pod(s)"
 
 
-def test_a_victim_the_worker_refuses_to_evict_aborts_the_claim() -> None:
+@pytest.mark.parametrize("refused", ["marks", "deletes"])
+def test_a_victim_the_worker_refuses_to_evict_aborts_the_claim(refused: str) -> None:
     clusters = world(FULL)
     key = submit(clusters)
     dispatched(clusters, key)
     clusters.step(key)  # reserved
-    clusters.step(key)  # marked
-    deletes = clusters.decide(key)
-    assert deletes is not None
-    clusters.refuse(key, deletes, "w2", 403, 'pods "w2-b0-r0-h0" is forbidden')
+    if refused == "deletes":
+        clusters.step(key)  # marked
+    evictions = clusters.decide(key)
+    assert evictions is not None
+    clusters.refuse(key, evictions, "w2", 403, 'pods "w2-b0-r0-h0" is forbidden')
     aborted = clusters.step(key)
     assert aborted.reason == (
         "Aborted: the preemption in w2: victim w2/ns/w2-b0-r0-h0 cannot be evicted: "
@@ -529,7 +530,24 @@ def test_a_victim_the_worker_refuses_to_evict_aborts_the_claim() -> None:
     )
     assert [i.kind for i in aborted.intents] == ["Job"], "no eviction issued after the abort"
     assert not clusters.state.claims
-    assert not clusters.state.refusals
+
+
+def test_victims_a_worker_refused_are_spared_while_a_claim_could_last() -> None:
+    clusters = world(FULL)
+    key = submit(clusters)
+    dispatched(clusters, key)
+    clusters.step(key)  # reserved
+    marks = clusters.decide(key)
+    assert marks is not None
+    clusters.refuse(key, marks, "w2", 422, "denied by a ValidatingAdmissionPolicy")
+    clusters.step(key)  # aborted
+    again = clusters.decide(key)
+    assert again is not None
+    assert again.reason.startswith("Reserved: preempts in w3"), again.reason
+    clusters.state.now += 60_000  # world's deadline_ms
+    later = clusters.decide(key)
+    assert later is not None
+    assert later.reason.startswith("Reserved: preempts in w2"), later.reason
 
 
 def test_a_worker_that_cannot_be_reached_aborts_its_claim_and_is_passed_over() -> None:
