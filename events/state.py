@@ -161,6 +161,9 @@ class State(msgspec.Struct):
     # The manager's workload ref -> its cross-cluster preemption under way (`Claim`, kept by
     # `multicluster.projection`).
     claims: dict[str, Claim] = {}
+    # The manager's workload ref -> the worker it runs in, from the decision that chose it
+    # (kept by `multicluster.projection`).
+    placed: dict[str, str] = {}
     # The manager's workload ref -> victim pod key -> the worker's refusal to evict it, until
     # the workload runs somewhere or is deleted (kept by `multicluster.projection`).
     refusals: dict[str, dict[str, Refusal]] = {}

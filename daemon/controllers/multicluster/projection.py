@@ -7,6 +7,9 @@
   other decision from the moment it is logged, and the log alone says whether it still
   stands. (Two decisions' writes to one object may land in either order; the annotation is
   for people to read.) A workload that is deleted takes its claim with it.
+- **Placements.** The worker a workload runs in is ``State.placed`` from the decision that
+  chose it (``Admitted``, ``Committed``: it writes ``kbatchd.dev/cluster``), as a claim is:
+  a restart after the decision finishes it in that worker, whichever of its writes landed.
 - **Refusals.** A worker's final no to a victim's mark or delete (any 4xx but 404, gone
   already, and 409, a conflict to decide again from) is kept in ``State.refusals`` until the
   workload is placed (a decision writes ``kbatchd.dev/cluster`` on it) or deleted: the claim
@@ -77,7 +80,9 @@ def claims_decided(state: State, seq: int, decision: Decided) -> None:
             continue
         if CLAIM in notes:
             _set(state, intent.ref, notes[CLAIM])
-        if notes.get(PLACED) and state.refusals:
+        worker = notes.get(PLACED)
+        if isinstance(worker, str) and worker:
+            state.placed[intent.ref] = worker
             state.refusals.pop(intent.ref, None)
 
 
@@ -104,10 +109,11 @@ def claims_failed(
 
 def _workload_observed(state: State, change: Change, dirty: Dirty | None) -> None:
     obj: KObject | None = change.new
-    if obj is None and state.claims:
+    if obj is None and (state.claims or state.placed or state.refusals):
         ref = f"{type(change.obj).__name__}/{change.key}"
         state.claims.pop(ref, None)
         state.refusals.pop(ref, None)
+        state.placed.pop(ref, None)
     if dirty is not None:
         copied = (obj or change.old or change.obj).annotations.get(ORIGIN)
         if copied:

@@ -7,9 +7,9 @@ Each step is one decision about the manager's workload, with its reason:
 - ``Dispatched``: a suspended copy (`workload.copy_body`) in each worker the dispatcher
   nominates (`dispatch`).
 - ``Admitted``: the first worker holding a copy in which the pods fit as it stands
-  (`plan.choose`): the manager's workload is annotated ``kbatchd.dev/cluster``, that copy resumed,
-  every other copy deleted. The log holds the choice before any of it is carried out, so a
-  restart finishes it there and nowhere else.
+  (`plan.choose`): the manager's workload is annotated ``kbatchd.dev/cluster``, that copy
+  resumed, every other copy deleted. The log holds the choice before any of it is carried
+  out (``State.placed``), so a restart finishes it there and nowhere else.
 - ``Reserved``: no worker fits, and the lightest preemption is claimed (`plan.claim_of`,
   written as ``kbatchd.dev/claim``); worse-ranked claims that evict nothing yet and collide
   with it are taken off in the same decision (the reason names them), and their workloads
@@ -21,8 +21,8 @@ Each step is one decision about the manager's workload, with its reason:
 - ``Aborted``: the worker refused to evict a victim or could not be reached, the deadline
   passed (`plan.abort_reason`), or its room is gone once the victims are: the claim is taken
   off, no eviction not yet issued ever is, and the workload waits again (sparing the victims
-  refused for as long as a claim may last). A step is decided
-  from what the log holds, so a restart resumes or aborts, never both.
+  refused for as long as a claim may last). A step is decided from what the log holds, so a
+  restart resumes or aborts, never both.
 - A worker the log knows it cannot reach (``State.unreachable``) is given no copy and chosen
   for nothing until it is heard from again.
 - The copy that runs has its status written to the manager's workload; a manager's workload
@@ -150,7 +150,7 @@ class MulticlusterReconciler:
         manager = self.managed_by if kind == "Job" else self.jobset_managed_by
         if job.labels.get(self.label) != "true" or managed_by(job) != manager:
             return None
-        placed = job.annotations.get(PLACED)
+        placed = state.placed.get(key) or job.annotations.get(PLACED)
         if placed:
             return self._running(job, placed, copies)
         if job.spec.get("suspend") is True:
@@ -358,8 +358,12 @@ class MulticlusterReconciler:
     def _running(
         self, job: Workload, worker: str, copies: Mapping[str, Workload]
     ) -> Decision | None:
-        """Keep the one copy that runs, resumed, and its status mirrored on the manager."""
-        intents: list[Intent] = [
+        """Keep the one copy that runs, resumed, and its status mirrored on the manager; the
+        choice written there too (a restart may find it logged and not yet written)."""
+        intents: list[Intent] = []
+        if job.annotations.get(PLACED) != worker:
+            intents.append(_annotate(self.manager, job, {PLACED: worker}))
+        intents += [
             _delete(c, w) for w, c in copies.items() if w != worker and c.deletion_ts is None
         ]
         copy = copies.get(worker)

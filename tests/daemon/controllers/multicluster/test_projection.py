@@ -204,3 +204,13 @@ def test_refusals_last_until_the_workload_is_placed_or_deleted(then: Any, kept: 
     state = State(now=T0, claims={REF: EVICTING}, refusals={REF: dict(REFUSED[REF])})
     then(state)
     assert state.refusals == (REFUSED if kept else {})
+
+
+def test_the_worker_chosen_is_kept_from_its_decision_until_the_workload_goes() -> None:
+    state = State(now=T0)
+    _placed(state)
+    assert state.placed == {REF: "w1"}
+    claims_decided(state, 3, writes(None))
+    assert state.placed == {REF: "w1"}, "taking a claim off moves no placement"
+    observe(state, job(), gone=True)
+    assert state.placed == {}

@@ -247,6 +247,28 @@ def test_copies_go_to_every_worker_and_the_first_that_fits_runs_it() -> None:
     assert clusters.pods("w1") == {f"w1-{h}" for h in HOSTS}, "nobody preempted"
 
 
+@pytest.mark.parametrize("landed", ["nothing", "the-resume"])
+def test_a_restart_after_the_admission_finishes_it_in_the_chosen_worker(landed: str) -> None:
+    clusters = world({"w1": [HIGH] * 4, "w2": [FREE] * 4, "w3": [FREE] * 4})
+    key = submit(clusters)
+    clusters.step(key)  # the copies
+    admitted = clusters.decide(key)
+    assert admitted is not None
+    assert admitted.reason.startswith("Admitted: runs in w2")
+    clusters.record(key, admitted)  # logged; the daemon is killed while carrying it out
+    if landed == "the-resume":
+        clusters.apply(next(i for i in admitted.intents if i.cluster == "w2"))
+    for name in [k for k in clusters.state.pods if k.startswith("w1/")]:
+        clusters.observe("w1", clusters.state.pods[name], "DELETED")  # w1 would fit first now
+    resumed = clusters.step(key)
+    assert resumed.reason == "Running: in w2"
+    writes = {(type(i).__name__, i.cluster) for i in resumed.intents}
+    assert writes >= {("Patch", MANAGER), ("Delete", "w1"), ("Delete", "w3")}
+    assert clusters.jobs(MANAGER)["big"].annotations[PLACED] == "w2"
+    assert clusters.jobs("w2")["big"].spec["suspend"] is False
+    assert set(clusters.jobs("w1")) == set(clusters.jobs("w3")) == set()
+
+
 def test_incremental_dispatch_adds_a_worker_each_round() -> None:
     clusters = world(
         {"w1": [HIGH] * 4, "w2": [HIGH] * 4, "w3": [FREE] * 4},
