@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 from daemon.controllers.multicluster.projection import CLAIM, PLACED
 from daemon.sim.cluster import SimCluster
 from daemon.sim.topology import RACK_LABEL
-from events.intents import Delete
+from events.intents import Create, Delete
 from events.schema import Decided
 from tests.backends import REAL, SIM, SIM_TIME_SCALE, backend_params, require_go
 from tests.daemon.test_gang import gpus_of
@@ -53,7 +53,8 @@ BACKENDS = backend_params(real=tuple(b for b in REAL if b == f"k8s-{KUBERNETES[-
 PROFILE = Profile(scheduling=True, jobset_crds=True)
 TOPOLOGY = "blocks=1,racks=2,hosts=2,gpus=8"
 HOSTS = ("b0-r0-h0", "b0-r0-h1", "b0-r1-h0", "b0-r1-h1")
-CLASSES = {"lowest": 1, "low": 5, "high": 1000, "urgent": 2000}
+CLASSES = {"lowest": 1, "low": 5, "high": 1000, "urgent": 2000, "polite": 1000}
+NEVER_PREEMPTS = {"polite"}
 NS = "default"
 CHEAP = {("w2", "fill-b0-r0-h0"), ("w2", "fill-b0-r0-h1")}
 
@@ -134,6 +135,8 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
         scheduling, core = client.SchedulingV1Api(api), client.CoreV1Api(api)
         for name, value in CLASSES.items():
             body: Any = {"metadata": {"name": name}, "value": value}
+            if name in NEVER_PREEMPTS:
+                body["preemptionPolicy"] = "Never"
             await scheduling.create_priority_class(body)
         if cluster == MANAGER:
             return
@@ -149,7 +152,7 @@ async def _fill(kubeconfig: Path, cluster: str, cheap_rack: bool) -> None:
         await eventually(bound, within=120, what=f"{cluster} full")
 
 
-def config(tmp: Path, sides: dict[str, Side], **daemon: Any) -> Path:
+def config(tmp: Path, sides: dict[str, Side], *, dispatch: str = "", **daemon: Any) -> Path:
     more = [
         line
         for name in WORKERS
@@ -160,6 +163,7 @@ def config(tmp: Path, sides: dict[str, Side], **daemon: Any) -> Path:
         "enabled = true",
         f'manager = "{MANAGER}"',
         "retry_seconds = 0.5",
+        dispatch,
     ]
     return daemon_config(
         tmp, sides[MANAGER].kbatchd, cluster=MANAGER, extra="\n".join([*more, *section]), **daemon
@@ -475,3 +479,32 @@ async def test_a_jobset_preempts_in_one_worker_and_runs_there(tmp_path: Path, ba
                 mirrored, within=60, what="the worker's status on the manager's JobSet"
             )
         assert sorted(pod_deletes(await decisions(tmp_path / "kbatchd.db"))) == sorted(CHEAP)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_incremental_dispatch_copies_to_one_more_worker_each_round(
+    tmp_path: Path, backend: str
+) -> None:
+    async with clusters(tmp_path, backend) as sides:
+        async with kube_client(sides["w3"].admin) as api:
+            for host in ("b0-r1-h0", "b0-r1-h1"):  # w3's second rack, free
+                await client.CoreV1Api(api).delete_namespaced_pod(
+                    f"fill-{host}", NS, grace_period_seconds=0
+                )
+        rounds = 'dispatcher = "Incremental"\nstep = 1\nround_seconds = 1.0'
+        path = config(tmp_path, sides, dispatch=rounds)
+        async with running_daemon(path):
+            await submit(sides[MANAGER].admin, job("polite", "polite"))  # never preempts
+            assert await running_in(sides, "polite") == "w3"
+            assert await fills_left(sides) == ALL_FILLS - {
+                ("w3", "fill-b0-r1-h0"),
+                ("w3", "fill-b0-r1-h1"),
+            }
+        found = await decisions(tmp_path / "kbatchd.db")
+        rounds_made = [
+            made
+            for d in found
+            if (made := [i.cluster for i in d.intents if isinstance(i, Create) and i.kind == "Job"])
+        ]
+        assert rounds_made == [["w1"], ["w2"], ["w3"]], "one worker more each round, in order"
+        assert not pod_deletes(found)
