@@ -16,6 +16,9 @@ error-409=0.01,latency=5ms`` or the equivalent `Faults` object, changeable at ru
   connection is cut, half the time before the request has any effect and half the time after
   (a load balancer's timeout, a server restart), so the client cannot know which.
 - ``latency=D``: every API request is delayed by D (real time).
+- ``refuse-delete=LABEL``: a delete of an object carrying label key LABEL fails with 422, as
+  an admission policy denying it answers (a ValidatingAdmissionPolicy: ``<kind> "<name>" is
+  forbidden: ...``).
 
 All random choices come from one `random.Random(seed)`: the same seed and the same sequence of
 requests give the same faults.
@@ -28,7 +31,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from daemon.sim.errors import STALE, ApiError, conflict, internal_error, too_many_requests
+from daemon.sim.errors import (
+    STALE,
+    ApiError,
+    conflict,
+    internal_error,
+    qualified,
+    too_many_requests,
+)
 from daemon.sim.resources import Resource
 from daemon.sim.store import Store
 
@@ -77,6 +87,7 @@ class Faults:
     drop_request: float = 0.0
     latency: float = 0.0
     retry_after: int = 1
+    refuse_delete: str = ""  # a label key
     seed: int | None = None
     rng: random.Random = field(init=False, repr=False)
     # The store of the running cluster, for the actions that happen "now".
@@ -102,8 +113,10 @@ class Faults:
                 setattr(faults, key.replace("-", "_"), parse_duration(key, value))
             elif key == "retry-after":
                 faults.retry_after = _whole_seconds(key, value)
+            elif key == "refuse-delete":
+                faults.refuse_delete = value.strip()
             else:
-                known = ", ".join((*_RATES, *_DURATIONS, "retry-after"))
+                known = ", ".join((*_RATES, *_DURATIONS, "retry-after", "refuse-delete"))
                 raise ValueError(f"faults: unknown key {key!r} (value {value!r}); known: {known}")
         return faults
 
@@ -137,6 +150,7 @@ class Faults:
         self.drop_watch = self.error_429 = self.error_500 = self.error_409 = 0.0
         self.drop_request = self.latency = 0.0
         self.expire_history = None
+        self.refuse_delete = ""
 
     def attach(self, store: Store) -> None:
         self.store = store
@@ -154,8 +168,17 @@ class Faults:
         # Draw only when the rate is on, so enabling one fault does not shift the others.
         return rate > 0.0 and self.rng.random() < rate
 
-    def request_error(self, method: str, resource: Resource, name: str) -> ApiError | None:
+    def request_error(
+        self, method: str, resource: Resource, name: str, namespace: str = ""
+    ) -> ApiError | None:
         """The injected failure for one API request, if any."""
+        if method == "DELETE" and self.refuse_delete and name and self.store is not None:
+            stored = self.store.get(resource, namespace, name)
+            labels = (stored.obj.get("metadata") or {}).get("labels") or {} if stored else {}
+            if self.refuse_delete in labels:
+                what = f'{qualified(resource.plural, resource.group)} "{name}"'
+                why = f"injected fault: refuse-delete={self.refuse_delete}"
+                return ApiError(422, "Invalid", f"{what} is forbidden: {why}")
         if self._hit(self.error_429):
             return too_many_requests(self.retry_after)
         if self._hit(self.error_500):

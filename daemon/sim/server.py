@@ -326,7 +326,9 @@ class ApiServer:
             raise page_not_found(request.path)
         if self.faults.latency:
             await asyncio.sleep(self.faults.latency)
-        fault = self.faults.request_error(request.method, route.resource, route.name)
+        fault = self.faults.request_error(
+            request.method, route.resource, route.name, route.namespace
+        )
         if fault is not None:
             raise fault
         if _is_true(request.query.get("watch")):

@@ -67,6 +67,7 @@ class Side:
     admin: Path
     kbatchd: Path
     stop: Callable[[], Awaitable[None]]
+    sim: SimCluster | None = None
 
 
 @asynccontextmanager
@@ -89,7 +90,7 @@ async def clusters(
                     )
                 )
                 assert sim.kubeconfig_path is not None
-                found[name] = Side(sim.kubeconfig_path, sim.kubeconfig_path, own.aclose)
+                found[name] = Side(sim.kubeconfig_path, sim.kubeconfig_path, own.aclose, sim)
         else:
             planes = await _planes(tmp, backend.removeprefix("k8s-"))
             for plane in planes.values():  # the manager, whose etcd the others use, last
@@ -508,3 +509,92 @@ async def test_incremental_dispatch_copies_to_one_more_worker_each_round(
         ]
         assert rounds_made == [["w1"], ["w2"], ["w3"]], "one worker more each round, in order"
         assert not pod_deletes(found)
+
+
+PROTECTED = "kbatchd.test/protected"
+# What a cluster's admission answers a delete of a protected pod (a ValidatingAdmissionPolicy
+# on the real plane, the same rule as a fault on the simulated one).
+POLICY: dict[str, Any] = {
+    "apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "ValidatingAdmissionPolicy",
+    "metadata": {"name": "protected-pods"},
+    "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["DELETE"],
+                    "resources": ["pods"],
+                }
+            ]
+        },
+        "validations": [
+            {
+                "expression": f"!has(oldObject.metadata.labels) || "
+                f"!('{PROTECTED}' in oldObject.metadata.labels)",
+                "message": "protected pods are not deleted",
+            }
+        ],
+    },
+}
+BINDING: dict[str, Any] = {
+    "apiVersion": "admissionregistration.k8s.io/v1",
+    "kind": "ValidatingAdmissionPolicyBinding",
+    "metadata": {"name": "protected-pods"},
+    "spec": {"policyName": "protected-pods", "validationActions": ["Deny"]},
+}
+
+
+async def protect(side: Side, names: Sequence[str]) -> None:
+    """Pods `names` of the cluster can no longer be deleted: they are labelled, and its
+    admission refuses to delete what carries the label."""
+    async with kube_client(side.admin) as api:
+        core = client.CoreV1Api(api)
+        for name in names:
+            body: Any = {"metadata": {"labels": {PROTECTED: "true"}}}
+            await core.patch_namespaced_pod(name, NS, body)
+        if side.sim is not None:
+            side.sim.faults.refuse_delete = PROTECTED
+            return
+        custom = client.CustomObjectsApi(api)
+        group, version = "admissionregistration.k8s.io", "v1"
+        await custom.create_cluster_custom_object(
+            group, version, "validatingadmissionpolicies", POLICY
+        )
+        await custom.create_cluster_custom_object(
+            group, version, "validatingadmissionpolicybindings", BINDING
+        )
+        probe: Any = {
+            "metadata": {"name": "probe", "labels": {PROTECTED: "true"}},
+            "spec": {"containers": [{"name": "c", "image": "x"}], "nodeName": "nowhere"},
+        }
+        await core.create_namespaced_pod(NS, probe)
+
+        async def refused() -> bool:
+            try:
+                await core.delete_namespaced_pod("probe", NS, dry_run="All")
+            except client.ApiException as exc:
+                return exc.status != 404
+            return False
+
+        await eventually(refused, within=60, what="the policy in force")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_victims_a_worker_refuses_to_evict_abort_the_claim_and_another_worker_preempts(
+    tmp_path: Path, backend: str
+) -> None:
+    async with clusters(tmp_path, backend) as sides:
+        await protect(sides["w2"], sorted(name for _, name in CHEAP))
+        async with running_daemon(config(tmp_path, sides)):
+            await submit(sides[MANAGER].admin, job("big", "high"))
+            assert await running_in(sides, "big") == "w1"
+            evicted = {("w1", "fill-b0-r0-h0"), ("w1", "fill-b0-r0-h1")}
+            assert await fills_left(sides) == ALL_FILLS - evicted
+        found = await decisions(tmp_path / "kbatchd.db")
+        aborts = [d.reason for d in found if d.reason.startswith("Aborted")]
+        assert len(aborts) == 1, aborts
+        assert "cannot be evicted" in aborts[0], aborts
+        assert set(pod_deletes(found)) - CHEAP == evicted, "w2's victims refused, w1's taken"

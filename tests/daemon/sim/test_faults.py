@@ -4,6 +4,7 @@ sees it."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 import anyio
@@ -100,6 +101,27 @@ async def test_errors_as_clients_see_them(api: client.ApiClient, sim: SimCluster
     # Discovery is never failed: clients must be able to start.
     sim.faults.set(error_500=1.0)
     assert (await client.VersionApi(api).get_code()).major == "1"
+
+
+@pytest.mark.anyio
+async def test_a_delete_of_what_carries_the_refused_label_is_answered_422(
+    api: client.ApiClient, sim: SimCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    sim.faults.refuse_delete = Faults.parse("refuse-delete=example.com/keep").refuse_delete
+    kept = pod_body("kept")
+    kept["metadata"]["labels"] = {"example.com/keep": ""}
+    await core.create_namespaced_pod("default", kept)
+    await core.create_namespaced_pod("default", pod_body("other"))
+    with pytest.raises(ApiException) as err:
+        await core.delete_namespaced_pod("kept", "default")
+    assert err.value.status == 422
+    assert json.loads(err.value.body)["message"] == (
+        'pods "kept" is forbidden: injected fault: refuse-delete=example.com/keep'
+    )
+    assert sim.get(PODS, "default", "kept") is not None
+    await core.delete_namespaced_pod("other", "default", grace_period_seconds=0)
+    assert sim.get(PODS, "default", "other") is None
 
 
 @pytest.mark.anyio
