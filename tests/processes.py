@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
@@ -305,6 +305,16 @@ async def simulated_cluster_here(
         yield sim, kubeconfig
 
 
+# `[daemon]` keys of every test daemon (see `daemon_config`).
+_TEST_DAEMON: Final = {
+    "tick_seconds": 0.2,
+    "watch_inactivity_seconds": 10,
+    "retry_backoff_seconds": [0.2, 5.0],
+    "api_retry_seconds": [0.1, 2.0],
+    "act_retry_seconds": [0.05, 1.0],
+}
+
+
 def daemon_config(
     tmp: Path,
     kubeconfig: Path,
@@ -322,7 +332,8 @@ def daemon_config(
     API call tried again after 0.05 s (not 0.1 s), so that tests of what happens after a
     failure stay short; the health endpoint takes a free
     loopback port (several daemons may run at once); `job` are more keys of
-    ``[reconcilers.job]``, `daemon` of ``[daemon]``; `extra` is TOML appended at the end."""
+    ``[reconcilers.job]``, `daemon` of ``[daemon]`` (replacing those); `extra` is TOML
+    appended at the end."""
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
         "[[clusters]]",
@@ -334,12 +345,7 @@ def daemon_config(
         "[health]",
         'address = "127.0.0.1:0"',
         "[daemon]",
-        "tick_seconds = 0.2",
-        "watch_inactivity_seconds = 10",
-        "retry_backoff_seconds = [0.2, 5.0]",
-        "api_retry_seconds = [0.1, 2.0]",
-        "act_retry_seconds = [0.05, 1.0]",
-        *(f"{key} = {json.dumps(value)}" for key, value in daemon.items()),
+        *(f"{key} = {json.dumps(value)}" for key, value in {**_TEST_DAEMON, **daemon}.items()),
         extra,
     ]
     path = tmp / f"{name}.toml"

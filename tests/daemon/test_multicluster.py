@@ -382,7 +382,8 @@ async def test_a_worker_lost_while_preempting_aborts_and_another_worker_preempts
     tmp_path: Path, backend: str
 ) -> None:
     async with clusters(tmp_path, backend) as sides:
-        path = config(tmp_path, sides, cluster_sync_wait_seconds=1)
+        # An act that gets no answer gives up after a fraction of a second.
+        path = config(tmp_path, sides, cluster_sync_wait_seconds=1, act_retry_seconds=[0.01, 0.05])
         async with spawn("daemon", "run", "--config", str(path), killed_after_marks=0) as dying:
             await submit(sides[MANAGER].admin, job("big", "high"))
             assert await dying.wait(within=60) == -signal.SIGKILL, dying.output()
