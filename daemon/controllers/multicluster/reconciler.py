@@ -203,11 +203,17 @@ class MulticlusterReconciler:
         views = self._views(run.state, holding)
         answers = options(views, demand, run.pending, unreachable, spared)
         chosen = choose(answers)
+        # The least disruption is chosen among every nominated worker: a preemption waits
+        # for the copies still to come (each wakes it), a fit does not.
+        coming = [w for w in nominated if w not in holding and w not in unreachable]
         # A claim the log no longer holds (taken off by a better-ranked preemptor, its
         # write landing after ours) leaves no annotation behind.
         stale = {CLAIM: None} if CLAIM in job.annotations else {}
-        if chosen is None:
-            why = "; ".join(f"{a.cluster}: {a.refused}" for a in answers) or "no copy yet"
+        if chosen is None or (chosen.victims and coming):
+            if chosen is None:
+                why = "; ".join(f"{a.cluster}: {a.refused}" for a in answers) or "no copy yet"
+            else:
+                why = f"to preempt, the copies in {', '.join(coming)} first"
             more = dispatch.next_round(self.dispatcher, self.workers, since, now)
             wake = now + self.retry_ms if more is None else min(more, now + self.retry_ms)
             if stale:
@@ -234,9 +240,11 @@ class MulticlusterReconciler:
         now: int,
     ) -> Decision:
         claim = claim_of(demand, chosen, now, now + self.deadline_ms)
+        standing = {c.preemptor: c for c in run.state.claims.values()}
+        standing.update((c.preemptor, c) for c in run.pending)  # this pass's word is newer
         ousted = [
             c
-            for c in (*run.state.claims.values(), *run.pending)
+            for c in standing.values()
             if c.preemptor not in run.revoked and not binds(c, demand) and collides(claim, c)
         ]
         writes: list[Intent] = [_annotate(self.manager, job, {CLAIM: encode_claim(claim)})]
@@ -301,6 +309,9 @@ class MulticlusterReconciler:
                 for p in left
             ]  # fmt: skip
             evicting = replace(claim, evicting=True)
+            # From this decision on it stands against any rank, in this pass too.
+            run.pending = [c for c in run.pending if c.preemptor != claim.preemptor]
+            run.pending.append(evicting)
             return Decision(
                 f"Evicting: marks {len(left)} victim pod(s) in {claim.cluster}",
                 (*marks, _annotate(self.manager, job, {CLAIM: encode_claim(evicting)})),

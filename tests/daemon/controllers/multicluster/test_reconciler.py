@@ -444,6 +444,20 @@ def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker_then_runs_the
         assert clusters.pods(worker) == expected - W2_CHEAP, worker
 
 
+def test_a_preemption_is_chosen_once_every_nominated_worker_holds_a_copy() -> None:
+    clusters = world(FULL)
+    key = submit(clusters)
+    copies = clusters.decide(key)
+    assert copies is not None
+    clusters.apply(next(i for i in copies.intents if i.cluster == "w1"))  # only w1's made
+    waiting = clusters.step(key)
+    assert waiting.reason == (
+        "Dispatched: copies to w2, w3; "
+        "Waiting: no worker takes it now (to preempt, the copies in w2, w3 first)"
+    )
+    assert clusters.step(key).reason.startswith("Reserved: preempts in w2"), "the lightest"
+
+
 def test_two_racing_preemptors_never_both_evict_and_the_better_rank_wins() -> None:
     clusters = world(FULL)
     low = submit(clusters, "low", "normal")
@@ -500,6 +514,22 @@ def test_a_claim_aborts_at_its_deadline_and_issues_no_more_evictions() -> None:
     )
     assert not clusters.state.claims
     assert clusters.pods("w2") >= W2_CHEAP, "nothing evicted"
+
+
+def test_a_claim_that_begins_evicting_in_a_pass_stands_against_a_better_rank_in_it() -> None:
+    clusters = world(FULL)
+    low = submit(clusters, "low", "normal")
+    high = submit(clusters, "high", "urgent", at=T0 + 1)
+    dispatched(clusters, low)
+    dispatched(clusters, high)
+    clusters.step(low)  # reserved
+    run = clusters.rec.cycle(clusters.state)
+    marking = clusters.decide(low, run=run)
+    assert marking is not None
+    assert marking.reason.startswith("Evicting: marks")
+    second = clusters.decide(high, run=run)
+    assert second is not None
+    assert second.reason.startswith("Reserved: preempts in w3"), second.reason
 
 
 def test_a_restart_after_the_reservation_resumes_it_and_preempts_nowhere_else() -> None:
