@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from daemon.controllers.multicluster.settings import workers_of
 from daemon.service.config import Reconcilers, Settings, Topology
 from events.schema import Started
 
@@ -109,11 +110,15 @@ def _sources(root: Traversable, prefix: str) -> list[tuple[str, bytes]]:
 
 
 def decision_settings(settings: Settings) -> dict[str, Any]:
-    """The part of the settings that decisions and the fold depend on."""
-    return {
-        "reconcilers": msgspec.to_builtins(settings.reconcilers),
-        "topology": msgspec.to_builtins(settings.topology),
-    }
+    """The part of the settings that decisions and the fold depend on. The multi-cluster
+    dispatcher's workers are recorded as resolved: by default they are every ``[[clusters]]``
+    name but the manager's, which nothing else recorded names."""
+    reconcilers: dict[str, Any] = msgspec.to_builtins(settings.reconcilers)
+    section = settings.reconcilers.multicluster
+    if section.enabled:
+        names = [c.name for c in settings.clusters]
+        reconcilers["multicluster"]["workers"] = workers_of(section, names)
+    return {"reconcilers": reconcilers, "topology": msgspec.to_builtins(settings.topology)}
 
 
 def started(settings: Settings, at: int) -> Started:

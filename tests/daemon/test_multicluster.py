@@ -36,6 +36,7 @@ from tests.daemon.test_jobsets import GROUP as JOBSETS
 from tests.daemon.test_jobsets import VERSION as JOBSET_VERSION
 from tests.daemon.test_jobsets import jobset, replicated
 from tests.processes import (
+    assert_reproduced,
     daemon_config,
     eventually,
     kube_client,
@@ -323,6 +324,7 @@ async def test_a_workload_that_fits_nowhere_evicts_in_exactly_one_worker(
         assert reasons.count("Reserved") == 1
         assert reasons.count("Committed") == 1
         assert sorted(pod_deletes(found)) == sorted(CHEAP), "each victim deleted once, in w2 only"
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -338,14 +340,16 @@ async def test_two_racing_preemptors_never_evict_the_same_pods(
         found = await decisions(tmp_path / "kbatchd.db")
         # Which one reaches w2 is a race: the better rank takes over the lightest room unless
         # the other was seen first and already marks victims there when it is placed.
+        story = [(d.key.rsplit("/", 1)[1], d.reason[:50]) for d in found]
         if first_step(found, "first", "Evicting: marks") < first_step(found, "second", "Reserved"):
-            assert other == "w2", "an evicting claim stands against any rank"
+            assert other == "w2", ("an evicting claim stands against any rank", story)
         else:
-            assert urgent == "w2", "the better rank takes the lightest room"
+            assert urgent == "w2", ("the better rank takes the lightest room", story)
         assert other != urgent
         deletes = pod_deletes(found)
         assert len(deletes) == len(set(deletes)) == 4, deletes
         assert set(deletes) >= CHEAP
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 KILLS = {
@@ -375,6 +379,7 @@ async def test_a_daemon_killed_while_preempting_finishes_in_the_same_worker(
         assert reasons.count("Aborted") == 0
         deletes = pod_deletes(found)
         assert set(deletes) == CHEAP, "no other worker preempted"
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -403,6 +408,7 @@ async def test_a_worker_lost_while_preempting_aborts_and_another_worker_preempts
         assert set(pod_deletes(found)) - CHEAP == evicted, (
             "besides the unanswered deletes in w2, w1 alone evicts"
         )
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -510,6 +516,7 @@ async def test_incremental_dispatch_copies_to_one_more_worker_each_round(
         ]
         assert rounds_made == [["w1"], ["w2"], ["w3"]], "one worker more each round, in order"
         assert not pod_deletes(found)
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
 PROTECTED = "kbatchd.test/protected"
@@ -599,3 +606,4 @@ async def test_victims_a_worker_refuses_to_evict_abort_the_claim_and_another_wor
         assert len(aborts) == 1, aborts
         assert "cannot be evicted" in aborts[0], aborts
         assert set(pod_deletes(found)) - CHEAP == evicted, "w2's victims refused, w1's taken"
+        assert await assert_reproduced(tmp_path / "kbatchd.db") > 0

@@ -44,7 +44,9 @@ _decode = msgspec.json.Decoder(Claim).decode
 
 
 def encode_claim(claim: Claim) -> str:
-    return msgspec.json.encode(claim).decode()
+    # Sets sorted: a set's order changes with each process's string hashing, and a decision
+    # must come out of a replay byte for byte.
+    return msgspec.json.encode(claim, order="deterministic").decode()
 
 
 def decode_claim(text: str) -> Claim | None:

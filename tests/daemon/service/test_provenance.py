@@ -12,8 +12,9 @@ import pytest
 
 from daemon.controllers.gang.settings import GangSettings
 from daemon.controllers.job.settings import JobSettings
+from daemon.controllers.multicluster.settings import MulticlusterSettings
 from daemon.service import provenance
-from daemon.service.config import Reconcilers, Settings, Topology
+from daemon.service.config import Cluster, Reconcilers, Settings, Topology
 from events.schema import STARTED_REF, Started, decode_event, encode_event, event_ref
 
 SETTINGS = [
@@ -31,6 +32,16 @@ def test_the_recorded_settings_read_back_as_they_were(settings: Settings) -> Non
     read = provenance.recorded_settings(event)
     assert (read.reconcilers, read.topology) == (settings.reconcilers, settings.topology)
     assert event_ref(event) == STARTED_REF
+
+
+def test_the_dispatchers_default_workers_are_recorded_as_they_resolve() -> None:
+    clusters = [Cluster(name=n) for n in ("m", "w1", "w2")]
+    section = MulticlusterSettings(enabled=True, manager="m")
+    settings = Settings(clusters=clusters, reconcilers=Reconcilers(multicluster=section))
+    event = decode_event(encode_event(provenance.started(settings, at=7)))
+    assert isinstance(event, Started)
+    read = provenance.recorded_settings(event)
+    assert read.reconcilers.multicluster.workers == ["w1", "w2"], "no [[clusters]] recorded"
 
 
 def test_the_start_names_this_kbatchd_and_its_rules() -> None:

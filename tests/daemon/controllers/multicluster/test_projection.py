@@ -60,6 +60,8 @@ def observe(state: State, obj: Any, *, cluster: str = "manager", gone: bool = Fa
 
 def test_a_claim_round_trips_through_its_annotation() -> None:
     assert decode_claim(encode_claim(CLAIMED)) == CLAIMED
+    # Sorted, whatever the process's string hashing: a replay must write it byte for byte.
+    assert '"victims":["w2/ns/v0","w2/ns/v1"]' in encode_claim(CLAIMED)
     assert decode_claim("{not json") is None
     assert decode_claim('{"preemptor": 3}') is None
 
