@@ -179,10 +179,10 @@ def copy_body(workload: Workload, key: str, label: str) -> dict[str, Any]:
     """The suspended copy a worker gets: the workload as submitted, without what the
     manager's API server generated for it (a Job's selector and the pod labels matching it)
     and without the dispatcher's own annotations and label, naming the original in
-    ``kbatchd.dev/origin``. A JobSet's goes in the version the worker serves."""
+    ``kbatchd.dev/origin``. Its apiVersion and kind are the actuator's to set: the version
+    the worker serves."""
     spec = dict(workload.spec)
     generated: tuple[str, ...] = ()
-    head: dict[str, Any] = {}
     if isinstance(workload, Job):
         spec.pop("selector", None)
         template: dict[str, Any] = dict(spec.get("template") or {})
@@ -193,14 +193,12 @@ def copy_body(workload: Workload, key: str, label: str) -> dict[str, Any]:
         template["metadata"] = meta
         spec["template"] = template
         generated = _GENERATED_LABELS
-        head = {"apiVersion": "batch/v1", "kind": "Job"}
     spec["suspend"] = True
     annotations = {
         k: v for k, v in workload.annotations.items() if k not in (CLAIM, PLACED, ORIGIN)
     }
     annotations[ORIGIN] = key
     return {
-        **head,
         "metadata": {
             "name": workload.name,
             "namespace": workload.namespace,
