@@ -163,7 +163,7 @@ class SimCluster:
                 continue
             await asyncio.sleep(period / self.time_scale)
             if self.faults.expire_history is not None:
-                self.store.expire_history()
+                self.faults.expire_history_now()
 
     # -- conveniences for tests -------------------------------------------------------------
 

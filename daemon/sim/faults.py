@@ -5,6 +5,9 @@ error-409=0.01,latency=5ms`` or the equivalent `Faults` object, changeable at ru
 
 - ``drop-watch=P``: after each batch of events a watch stream delivers, it is closed with
   probability P (the client must re-watch from its last resourceVersion).
+- ``stall-watch=P``: after each batch of events a watch stream goes silent with probability P:
+  open, but sending nothing more, not even bookmarks, until the client gives up on it (a
+  half-open connection, a wedged proxy). Only a client's inactivity deadline gets it going.
 - ``expire-history=D``: every D (simulated time) the watch history is forgotten, as an etcd
   compaction does; watches and list continuations from older versions then get 410.
 - ``error-429=P``, ``error-500=P``: an API request fails with 429 TooManyRequests (with
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -44,7 +48,7 @@ from daemon.sim.store import Store
 
 _DURATION: Final = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_RATES: Final = ("drop-watch", "error-429", "error-500", "error-409", "drop-request")
+_RATES: Final = ("drop-watch", "stall-watch", "error-429", "error-500", "error-409", "drop-request")
 _DURATIONS: Final = ("expire-history", "latency")
 WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -80,6 +84,7 @@ def _whole_seconds(key: str, text: str) -> int:
 @dataclass
 class Faults:
     drop_watch: float = 0.0
+    stall_watch: float = 0.0
     expire_history: float | None = None  # seconds of simulated time between compactions
     error_429: float = 0.0
     error_500: float = 0.0
@@ -90,6 +95,8 @@ class Faults:
     refuse_delete: str = ""  # a label key
     seed: int | None = None
     rng: random.Random = field(init=False, repr=False)
+    # How many times each fault struck (by its spec key), for a fault campaign's report.
+    hits: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     # The store of the running cluster, for the actions that happen "now".
     store: Store | None = field(default=None, init=False, repr=False)
 
@@ -124,6 +131,7 @@ class Faults:
         self,
         *,
         drop_watch: float | None = None,
+        stall_watch: float | None = None,
         error_429: float | None = None,
         error_500: float | None = None,
         error_409: float | None = None,
@@ -134,6 +142,7 @@ class Faults:
         """Change rates at runtime (None leaves a rate as it is)."""
         for name, value in (
             ("drop-watch", drop_watch),
+            ("stall-watch", stall_watch),
             ("error-429", error_429),
             ("error-500", error_500),
             ("error-409", error_409),
@@ -147,7 +156,7 @@ class Faults:
             self.expire_history = expire_history
 
     def clear(self) -> None:
-        self.drop_watch = self.error_429 = self.error_500 = self.error_409 = 0.0
+        self.drop_watch = self.stall_watch = self.error_429 = self.error_500 = self.error_409 = 0.0
         self.drop_request = self.latency = 0.0
         self.expire_history = None
         self.refuse_delete = ""
@@ -157,16 +166,22 @@ class Faults:
 
     def drop_watches(self) -> int:
         """Close every open watch stream now; returns how many were open."""
-        return self.store.drop_watches() if self.store is not None else 0
+        dropped = self.store.drop_watches() if self.store is not None else 0
+        self.hits["drop-watch"] += dropped
+        return dropped
 
     def expire_history_now(self) -> None:
         """Forget the watch history now: older resourceVersions get 410 Expired."""
         if self.store is not None:
             self.store.expire_history()
+            self.hits["expire-history"] += 1
 
-    def _hit(self, rate: float) -> bool:
+    def _hit(self, rate: float, key: str) -> bool:
         # Draw only when the rate is on, so enabling one fault does not shift the others.
-        return rate > 0.0 and self.rng.random() < rate
+        if rate > 0.0 and self.rng.random() < rate:
+            self.hits[key] += 1
+            return True
+        return False
 
     def request_error(
         self, method: str, resource: Resource, name: str, namespace: str = ""
@@ -179,19 +194,22 @@ class Faults:
                 what = f'{qualified(resource.plural, resource.group)} "{name}"'
                 why = f"injected fault: refuse-delete={self.refuse_delete}"
                 return ApiError(422, "Invalid", f"{what} is forbidden: {why}")
-        if self._hit(self.error_429):
+        if self._hit(self.error_429, "error-429"):
             return too_many_requests(self.retry_after)
-        if self._hit(self.error_500):
+        if self._hit(self.error_500, "error-500"):
             return internal_error("injected fault: etcdserver: request timed out")
-        if method in WRITE_METHODS and self._hit(self.error_409):
+        if method in WRITE_METHODS and self._hit(self.error_409, "error-409"):
             return conflict(resource.plural, resource.group, name or resource.plural, STALE)
         return None
 
     def request_drop(self) -> Literal["before", "after"] | None:
         """Whether to cut one request's connection, and whether before or after its effect."""
-        if not self._hit(self.drop_request):
+        if not self._hit(self.drop_request, "drop-request"):
             return None
         return "before" if self.rng.random() < 0.5 else "after"
 
     def drop_watch_now(self) -> bool:
-        return self._hit(self.drop_watch)
+        return self._hit(self.drop_watch, "drop-watch")
+
+    def stall_watch_now(self) -> bool:
+        return self._hit(self.stall_watch, "stall-watch")

@@ -1,5 +1,5 @@
 """Serving one watch request: JSON lines over a chunked response, bookmarks, timeouts,
-410 Expired as an ERROR event, fault-injected drops."""
+410 Expired as an ERROR event, fault-injected drops and stalls."""
 
 from __future__ import annotations
 
@@ -63,11 +63,16 @@ async def serve_watch(
     if spec.initial_events_end and spec.bookmarks:
         watcher.push(bookmark(spec.resource, store.rv, initial_end=True))
     try:
-        await _pump(response, watcher, store, faults, spec, bookmark_seconds)
+        stalled = await _pump(response, watcher, store, faults, spec, bookmark_seconds)
     except ConnectionError:
         return response  # the client went away
     finally:
         store.unwatch(watcher)
+    if stalled:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(spec.timeout):
+                await _until_gone(request)
+        return response
     with contextlib.suppress(ConnectionError):
         await response.write_eof()
     return response
@@ -80,7 +85,8 @@ async def _pump(
     faults: Faults,
     spec: WatchRequest,
     bookmark_seconds: float,
-) -> None:
+) -> bool:
+    """Serve the watch until it ends; True when a fault stalled it (the stream left open)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + spec.timeout
     next_bookmark = loop.time() + bookmark_seconds
@@ -91,11 +97,13 @@ async def _pump(
             chunk = b"".join(pending.popleft() for _ in range(count))
             await response.write(chunk)
             if faults.drop_watch_now():
-                return
+                return False
+            if faults.stall_watch_now():
+                return True
             continue
         now = loop.time()
         if now >= deadline:
-            return
+            return False
         if spec.bookmarks and now >= next_bookmark:
             watcher.push(bookmark(spec.resource, store.rv))
             next_bookmark = now + bookmark_seconds
@@ -104,3 +112,16 @@ async def _pump(
         watcher.wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(watcher.wake.wait(), max(0.0, wake_at - now))
+    return False
+
+
+async def _until_gone(request: web.BaseRequest) -> None:
+    """Hold a stalled stream open, silent, until the client closes it. aiohttp does not cancel
+    a handler whose client left, so the transport is looked at: a stall must cost the client
+    its inactivity deadline, not the server a task per stall for the rest of the watch's
+    timeout."""
+    while True:
+        transport = request.transport
+        if transport is None or transport.is_closing():
+            return
+        await asyncio.sleep(0.2)

@@ -193,3 +193,34 @@ async def test_latency_still_serves() -> None:
         async with client.ApiClient(configuration) as api:
             nodes = await client.CoreV1Api(api).list_node()
     assert nodes.items == []
+
+
+@pytest.mark.anyio
+async def test_a_stalled_watch_stays_open_and_silent_while_the_events_wait_in_the_history(
+    api: client.ApiClient, sim: SimCluster
+) -> None:
+    core = client.CoreV1Api(api)
+    start = (await core.list_namespaced_pod("default")).metadata.resource_version
+    body = pod_body("a")
+    body["spec"]["schedulerName"] = "kbatchd"
+    await core.create_namespaced_pod("default", body)
+    sim.faults.set(stall_watch=1.0)
+    seen: list[str] = []
+    with anyio.move_on_after(1.5) as waited:
+        async with watch.Watch() as w:
+            async for event in w.stream(
+                core.list_namespaced_pod, "default", resource_version=start, timeout_seconds=30
+            ):
+                seen.append(event["object"].metadata.name)
+                sim.registry.create(PODS, "default", pod_body("b"))
+    assert waited.cancelled_caught, "the stream ended instead of stalling"
+    assert seen == ["a"]  # b was never sent, though the stream stayed open
+    assert sim.faults.hits["stall-watch"] == 1
+    sim.faults.clear()
+    with anyio.fail_after(5):
+        async with watch.Watch() as w:
+            async for event in w.stream(
+                core.list_namespaced_pod, "default", resource_version=start, timeout_seconds=30
+            ):
+                if event["object"].metadata.name == "b":
+                    break
