@@ -10,7 +10,7 @@ STAMP   := $(VENV)/.installed
 PREFIX  ?= /opt/kbatchd
 DESTDIR ?=
 
-.PHONY: run test lint unit control-plane bench install clean
+.PHONY: run test lint unit control-plane bench chaos install clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ test: lint unit
 
 bench: $(STAMP)
 	$(BIN)/python -m tests.bench
+
+# The fault campaign: every fault of tests/chaos, seeded, then a table of runs and invariant
+# violations; exits 1 on any violation (RELIABILITY.md).
+chaos: $(STAMP)
+	$(BIN)/python -m tests.chaos
 
 # The service as the README's "Install as a service" lays it out: a virtual environment at
 # PREFIX with kbatchd installed (not editable), the unit, the sysusers and tmpfiles snippets,

@@ -1,0 +1,283 @@
+"""One chaos run, and the faults the campaign runs.
+
+A run: a simulated cluster in this process (its faults seeded), the daemon as a process of
+its own with a real log file, the mixed load of `load` submitted at once, and the fault's
+disturbance played against them until the load has finished. Then every fault is lifted, the
+log is let catch up with the cluster, and the invariants are checked. Everything random
+comes from the run's seed: the load's sizes, the failing pods, the cluster's injected errors,
+and when the disturbance strikes."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from daemon.sim.cluster import SimCluster
+from tests.chaos import invariants
+from tests.chaos.load import SHORT, TOPOLOGY, FailOnce, Size, build, submit, unfinished
+from tests.processes import (
+    Child,
+    assert_reproduced,
+    daemon_config,
+    eventually,
+    logged_events,
+    running_daemon,
+    simulated_cluster_here,
+)
+
+CLUSTER: Final = "sim-0"
+# The simulated cluster runs pods at 4x; bookmarks every simulated second keep a healthy watch
+# well inside the daemon's 2 s inactivity deadline, which a stalled watch then runs out.
+SIM_ARGS: Final = ("--time-scale", "4", "--bookmark-seconds", "1")
+INACTIVITY_SECONDS: Final = 2.0
+# How long the load may take under a fault, and the log to catch up once it is lifted.
+FINISH_WITHIN: Final = 180.0
+CATCH_UP_WITHIN: Final = 60.0
+
+
+class Daemon:
+    """The daemon under test: started, SIGKILLed and started again on one log. Each
+    incarnation lives in a task of `group`, so that any task may kill it or start the next."""
+
+    def __init__(self, config: Path, group: TaskGroup) -> None:
+        self.config = config
+        self._group = group
+        self._child: Child | None = None
+        self._exited = anyio.Event()
+
+    async def start(self) -> None:
+        await self._group.start(self._incarnation)
+
+    async def _incarnation(self, *, task_status: TaskStatus[None]) -> None:
+        self._exited = anyio.Event()
+        try:
+            async with running_daemon(self.config) as child:
+                self._child = child
+                task_status.started()
+                await child.process.wait()
+        finally:
+            self._child = None
+            self._exited.set()
+
+    async def _end(self, signum: signal.Signals, within: float) -> int | None:
+        child = self._child
+        assert child is not None, "no daemon running"
+        child.send_signal(signum)
+        with anyio.fail_after(within):
+            await self._exited.wait()
+        return child.process.returncode
+
+    async def kill(self) -> None:
+        await self._end(signal.SIGKILL, 10)
+
+    async def stop(self) -> int | None:
+        """SIGTERM; the exit code."""
+        return await self._end(signal.SIGTERM, 30)
+
+
+@dataclass
+class World:
+    """What a disturbance acts on."""
+
+    sim: SimCluster
+    daemon: Daemon
+    rng: random.Random
+    # What the disturbance did, by name (the cluster counts its own faults).
+    hits: Counter[str] = field(default_factory=Counter)
+
+
+Disturb = Callable[[World], Coroutine[Any, Any, None]]
+
+
+async def _nothing(world: World) -> None:
+    return None
+
+
+async def _pause(world: World, low: float, high: float) -> None:
+    # The fault's own timing, drawn from the run's seed: not a wait for a condition.
+    await anyio.sleep(world.rng.uniform(low, high))
+
+
+async def _kill_repeatedly(world: World, kills: int | None = None) -> None:
+    """SIGKILL the daemon at random points and start it again (`kills` times, or until the
+    run ends)."""
+    while kills is None or world.hits["sigkill"] < kills:
+        await _pause(world, 0.3, 1.5)
+        # Whole: a run's end must find a daemon running, never one half restarted.
+        with anyio.CancelScope(shield=True):
+            await world.daemon.kill()
+            world.hits["sigkill"] += 1
+            await world.daemon.start()
+
+
+async def _restart_api_server(world: World) -> None:
+    sim = world.sim
+    port = int(sim.server.address.rsplit(":", 1)[1])
+    for _ in range(3):
+        await _pause(world, 0.5, 2.0)
+        await sim.server.close()
+        world.hits["api-server-restart"] += 1
+        try:
+            await _pause(world, 0.2, 1.5)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await sim.server.start(sim.host, port)
+
+
+async def _latency_spikes(world: World) -> None:
+    while True:
+        await _pause(world, 0.5, 1.5)
+        world.sim.faults.set(latency=world.rng.uniform(0.1, 0.5))
+        world.hits["latency-spell"] += 1
+        await _pause(world, 0.3, 1.0)
+        world.sim.faults.set(latency=0.0)
+
+
+async def _error_storms(world: World) -> None:
+    """Bursts of 409s, 429s and 500s: most requests fail for a while, then few do."""
+    while True:
+        rate = world.rng.uniform(0.3, 0.6)
+        world.sim.faults.set(error_409=rate / 2, error_429=rate / 2, error_500=rate / 2)
+        world.hits["error-storm"] += 1
+        await _pause(world, 0.3, 1.0)
+        world.sim.faults.set(error_409=0.02, error_429=0.02, error_500=0.02)
+        await _pause(world, 0.5, 1.5)
+
+
+async def _everything(world: World) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_latency_spikes, world)
+        tg.start_soon(_kill_repeatedly, world, 2)
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    what: str
+    faults: str = ""  # the simulated cluster's `--faults`, on for the whole run
+    disturb: Disturb = _nothing
+    runs: int = 3  # runs of the full campaign
+
+
+FAULTS: Final = (
+    Fault("watch-dropped", "watch streams closed after 20 % of batches", "drop-watch=0.2"),
+    Fault(
+        "watch-stalled",
+        "watch streams left open and silent after 10 % of batches (the inactivity deadline)",
+        "stall-watch=0.1",
+    ),
+    Fault(
+        "history-expired",
+        "watch history compacted every simulated second: watches and lists get 410",
+        "expire-history=1s",
+    ),
+    Fault(
+        "error-storms",
+        "bursts where 15-30 % of requests each get 409, 429 or 500",
+        "retry-after=0",
+        _error_storms,
+    ),
+    Fault(
+        "requests-cut",
+        "10 % of requests cut, half before and half after they took effect",
+        "drop-request=0.1",
+    ),
+    Fault("latency-spikes", "every request delayed 0.1-0.5 s, in spells", "", _latency_spikes),
+    Fault(
+        "api-server-restarted",
+        "the API server stopped for 0.2-1.5 s, three times, watches and requests cut",
+        "",
+        _restart_api_server,
+    ),
+    Fault(
+        "daemon-killed",
+        "SIGKILL of the daemon at random points, 0.3-1.5 s after it has caught up, until the "
+        "load has finished",
+        "",
+        _kill_repeatedly,
+        runs=10,
+    ),
+    Fault(
+        "everything",
+        "all of the above at once (watch drops and stalls, 410s, errors, cut requests, "
+        "latency) and 2 SIGKILLs",
+        "drop-watch=0.1,stall-watch=0.05,expire-history=2s,error-409=0.05,error-429=0.05,"
+        "retry-after=0,error-500=0.05,drop-request=0.05",
+        _everything,
+    ),
+)
+
+
+@dataclass
+class Result:
+    fault: str
+    seed: int
+    seconds: float = 0.0
+    # Faults that struck, by name: the cluster's injections and the disturbance's acts.
+    injected: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+
+
+async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
+    """One run of `fault` with `seed`, in the directory `tmp`."""
+    started = time.monotonic()
+    result = Result(fault.name, seed)
+    rng = random.Random(seed)
+    load = build(rng, size)
+    args = (*SIM_ARGS, "--seed", str(seed), "--faults", fault.faults)
+    log = tmp / "kbatchd.db"
+    async with (
+        simulated_cluster_here(tmp, *args, topology=TOPOLOGY) as (sim, kubeconfig),
+        anyio.create_task_group() as daemons,
+    ):
+        config = daemon_config(tmp, kubeconfig, watch_inactivity_seconds=INACTIVITY_SECONDS)
+        daemon = Daemon(config, daemons)
+        journal = invariants.Journal(sim)
+        failing = FailOnce(sim, load)
+        await daemon.start()
+        submit(sim, load)
+
+        async def finished() -> bool:
+            return not unfinished(sim, load)
+
+        world = World(sim, daemon, rng)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fault.disturb, world)
+            try:
+                await eventually(finished, within=FINISH_WITHIN, what="the load finished")
+            except AssertionError:
+                result.violations.append(f"not finished: {', '.join(unfinished(sim, load))}")
+            tg.cancel_scope.cancel()
+        sim.faults.clear()
+        result.injected = sim.faults.hits + world.hits
+
+        async def caught_up() -> bool:
+            return not invariants.log_behind(sim, await logged_events(log), CLUSTER)
+
+        try:
+            await eventually(caught_up, within=CATCH_UP_WITHIN, what="the log caught up")
+        except AssertionError:
+            behind = invariants.log_behind(sim, await logged_events(log), CLUSTER)
+            result.violations.append(f"the log did not catch up: {'; '.join(behind[:5])}")
+        if await daemon.stop() != 0:
+            result.violations.append("the daemon did not stop cleanly on SIGTERM")
+    logged = await logged_events(log)
+    result.violations += invariants.pods_per_attempt(journal.events, failing.failed)
+    result.violations += invariants.gangs_whole(journal.events, load.gangs)
+    result.violations += invariants.deleted_once(logged)
+    result.violations += invariants.logged_exactly_once(journal.events, logged, CLUSTER)
+    try:
+        await assert_reproduced(log)
+    except AssertionError as exc:
+        result.violations.append(f"replay --verify: {str(exc).splitlines()[0]}")
+    result.seconds = time.monotonic() - started
+    return result
