@@ -21,17 +21,21 @@ from typing import Any, Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from daemon.service import wiring
+from daemon.service.config import Settings
 from daemon.sim.cluster import SimCluster
-from tests.chaos import invariants
+from daemon.tools.verify import verify
+from events.store import EventLog
+from tests.chaos import damage, invariants
 from tests.chaos.load import SHORT, TOPOLOGY, FailOnce, Size, build, submit, unfinished
 from tests.processes import (
     Child,
-    assert_reproduced,
     daemon_config,
     eventually,
     logged_events,
     running_daemon,
     simulated_cluster_here,
+    spawn,
 )
 
 CLUSTER: Final = "sim-0"
@@ -48,8 +52,9 @@ class Daemon:
     """The daemon under test: started, SIGKILLed and started again on one log. Each
     incarnation lives in a task of `group`, so that any task may kill it or start the next."""
 
-    def __init__(self, config: Path, group: TaskGroup) -> None:
+    def __init__(self, config: Path, log: Path, group: TaskGroup) -> None:
         self.config = config
+        self.log = log
         self._group = group
         self._child: Child | None = None
         self._exited = anyio.Event()
@@ -79,6 +84,12 @@ class Daemon:
     async def kill(self) -> None:
         await self._end(signal.SIGKILL, 10)
 
+    @property
+    def leading(self) -> bool:
+        """Whether it runs and has said it took the Lease (under leader election)."""
+        child = self._child
+        return child is not None and any('"leading"' in line for line in child.stdout)
+
     async def stop(self) -> int | None:
         """SIGTERM; the exit code."""
         return await self._end(signal.SIGTERM, 30)
@@ -89,10 +100,16 @@ class World:
     """What a disturbance acts on."""
 
     sim: SimCluster
-    daemon: Daemon
+    daemons: list[Daemon]
     rng: random.Random
     # What the disturbance did, by name (the cluster counts its own faults).
     hits: Counter[str] = field(default_factory=Counter)
+    # What it saw go wrong, as it went (a second writer let in, a damaged log taken).
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def daemon(self) -> Daemon:
+        return self.daemons[0]
 
 
 Disturb = Callable[[World], Coroutine[Any, Any, None]]
@@ -117,6 +134,64 @@ async def _kill_repeatedly(world: World, kills: int | None = None) -> None:
             await world.daemon.kill()
             world.hits["sigkill"] += 1
             await world.daemon.start()
+
+
+async def _kill_the_leader(world: World) -> None:
+    """SIGKILL whichever daemon holds the Lease, at random points, and start it again (it
+    comes back standing by)."""
+    while True:
+        await _pause(world, 1.0, 3.0)
+        leaders = [d for d in world.daemons if d.leading]
+        if len(leaders) > 1:
+            world.violations.append(f"{len(leaders)} daemons said they lead at once")
+        if not leaders:
+            continue  # between holders: the Lease has not expired yet
+        with anyio.CancelScope(shield=True):
+            await leaders[0].kill()
+            world.hits["sigkill-leader"] += 1
+            await leaders[0].start()
+
+
+async def _second_writers(world: World) -> None:
+    """Start another daemon on the same log at random points: each must be refused at once
+    (exit 2, one line) while the first goes on."""
+    daemon = world.daemon
+    while True:
+        await _pause(world, 0.3, 1.5)
+        with anyio.CancelScope(shield=True):
+            async with spawn("intruder", "run", "--config", str(daemon.config)) as intruder:
+                code = await intruder.wait(within=30)
+            world.hits["second-writer"] += 1
+        said = intruder.stderr
+        if code != 2 or len(said) != 1 or "in use by another writer" not in said[0]:
+            world.violations.append(f"a second writer: exit {code}, said {said!r}")
+
+
+async def _damaged_on_start(world: World) -> None:
+    """Twice: stop the daemon, damage its log (`damage`), start a daemon on it, which must
+    refuse with one line naming the log and leave the file as it was; then put the log back
+    as it was and start the daemon again."""
+    daemon, log = world.daemon, world.daemon.log
+    for _ in range(2):
+        await _pause(world, 0.5, 2.0)
+        with anyio.CancelScope(shield=True):
+            if await daemon.stop() != 0:
+                world.violations.append("the daemon did not stop cleanly on SIGTERM")
+            intact = log.read_bytes()
+            kind, what = await anyio.to_thread.run_sync(damage.damage, log, world.rng)
+            damaged = log.read_bytes()
+            async with spawn("damaged", "run", "--config", str(daemon.config)) as refused:
+                code = await refused.wait(within=30)
+            world.hits[f"log {kind}"] += 1
+            said = refused.stderr
+            if code != 2 or len(said) != 1 or str(log) not in said[0]:
+                world.violations.append(f"a log {what}: exit {code}, said {said!r}")
+            if log.read_bytes() != damaged:
+                world.violations.append(f"a log {what}: written to by the refused start")
+            for leftover in log.parent.glob(f"{log.name}-*"):
+                leftover.unlink()
+            log.write_bytes(intact)
+            await daemon.start()
 
 
 async def _restart_api_server(world: World) -> None:
@@ -166,6 +241,17 @@ class Fault:
     faults: str = ""  # the simulated cluster's `--faults`, on for the whole run
     disturb: Disturb = _nothing
     runs: int = 3  # runs of the full campaign
+    daemons: int = 1  # each with a log of its own
+    config: str = ""  # TOML appended to every daemon's settings
+
+
+LEADER_ELECTION: Final = """
+[leader_election]
+enabled = true
+lease_duration_seconds = 3
+renew_deadline_seconds = 2.0
+retry_period_seconds = 0.5
+"""
 
 
 FAULTS: Final = (
@@ -207,6 +293,27 @@ FAULTS: Final = (
         runs=10,
     ),
     Fault(
+        "second-writer",
+        "another daemon started on the same log at random points",
+        "",
+        _second_writers,
+    ),
+    Fault(
+        "log-damaged",
+        "the log damaged while the daemon is stopped (truncated, an event garbled, changed or "
+        "removed), twice a run",
+        "",
+        _damaged_on_start,
+    ),
+    Fault(
+        "leader-killed",
+        "two daemons under one Lease, logs of their own; the leader SIGKILLed at random points",
+        "",
+        _kill_the_leader,
+        daemons=2,
+        config=LEADER_ELECTION,
+    ),
+    Fault(
         "everything",
         "all of the above at once (watch drops and stalls, 410s, errors, cut requests, "
         "latency) and 2 SIGKILLs",
@@ -227,6 +334,22 @@ class Result:
     violations: list[str] = field(default_factory=list)
 
 
+async def _not_reproduced(log: Path) -> list[str]:
+    """What `kbatchd replay --verify` finds wrong with a log (as `assert_reproduced` checks
+    it, each finding in words)."""
+    async with EventLog.open(log, readonly=True) as opened:
+        found = await verify(opened, wiring.reconcilers(Settings()), build=wiring.reconcilers)
+    wrong = [f"diverges: {found.divergence}"] if found.divergence is not None else []
+    if not found.runs:
+        wrong.append("no daemon start recorded")
+    for run in found.runs:
+        if not run.same_rules:
+            wrong.append("a run's decision rules differ from this code's (it changed since)")
+        elif run.decided_with != "recorded":
+            wrong.append(f"a run decided with {run.decided_with} settings, not those recorded")
+    return wrong
+
+
 async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
     """One run of `fault` with `seed`, in the directory `tmp`."""
     started = time.monotonic()
@@ -234,22 +357,35 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
     rng = random.Random(seed)
     load = build(rng, size)
     args = (*SIM_ARGS, "--seed", str(seed), "--faults", fault.faults)
-    log = tmp / "kbatchd.db"
+    names = ["kbatchd"] if fault.daemons == 1 else [f"kbatchd-{i}" for i in range(fault.daemons)]
     async with (
         simulated_cluster_here(tmp, *args, topology=TOPOLOGY) as (sim, kubeconfig),
-        anyio.create_task_group() as daemons,
+        anyio.create_task_group() as group,
     ):
-        config = daemon_config(tmp, kubeconfig, watch_inactivity_seconds=INACTIVITY_SECONDS)
-        daemon = Daemon(config, daemons)
+        daemons = [
+            Daemon(
+                daemon_config(
+                    tmp,
+                    kubeconfig,
+                    name=name,
+                    extra=fault.config,
+                    watch_inactivity_seconds=INACTIVITY_SECONDS,
+                ),
+                tmp / f"{name}.db",
+                group,
+            )
+            for name in names
+        ]
         journal = invariants.Journal(sim)
         failing = FailOnce(sim, load)
-        await daemon.start()
+        for daemon in daemons:
+            await daemon.start()
         submit(sim, load)
 
         async def finished() -> bool:
             return not unfinished(sim, load)
 
-        world = World(sim, daemon, rng)
+        world = World(sim, daemons, rng)
         async with anyio.create_task_group() as tg:
             tg.start_soon(fault.disturb, world)
             try:
@@ -259,25 +395,33 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
             tg.cancel_scope.cancel()
         sim.faults.clear()
         result.injected = sim.faults.hits + world.hits
+        result.violations += world.violations
 
-        async def caught_up() -> bool:
-            return not invariants.log_behind(sim, await logged_events(log), CLUSTER)
+        for daemon in daemons:
 
-        try:
-            await eventually(caught_up, within=CATCH_UP_WITHIN, what="the log caught up")
-        except AssertionError:
-            behind = invariants.log_behind(sim, await logged_events(log), CLUSTER)
-            result.violations.append(f"the log did not catch up: {'; '.join(behind[:5])}")
-        if await daemon.stop() != 0:
-            result.violations.append("the daemon did not stop cleanly on SIGTERM")
-    logged = await logged_events(log)
+            async def caught_up(log: Path = daemon.log) -> bool:
+                return not invariants.log_behind(sim, await logged_events(log), CLUSTER)
+
+            try:
+                await eventually(caught_up, within=CATCH_UP_WITHIN, what="the log caught up")
+            except AssertionError:
+                behind = invariants.log_behind(sim, await logged_events(daemon.log), CLUSTER)
+                result.violations.append(
+                    f"{daemon.log.name} did not catch up: {'; '.join(behind[:5])}"
+                )
+        for daemon in daemons:
+            if await daemon.stop() != 0:
+                result.violations.append(f"{daemon.log.name}: no clean stop on SIGTERM")
+    logs = [await logged_events(daemon.log) for daemon in daemons]
     result.violations += invariants.pods_per_attempt(journal.events, failing.failed)
     result.violations += invariants.gangs_whole(journal.events, load.gangs)
-    result.violations += invariants.deleted_once(logged)
-    result.violations += invariants.logged_exactly_once(journal.events, logged, CLUSTER)
-    try:
-        await assert_reproduced(log)
-    except AssertionError as exc:
-        result.violations.append(f"replay --verify: {str(exc).splitlines()[0]}")
+    result.violations += invariants.deleted_once(*logs)
+    if len(logs) > 1:
+        result.violations += invariants.one_acts_at_a_time(logs)
+    for daemon, logged in zip(daemons, logs, strict=True):
+        for violation in invariants.logged_exactly_once(journal.events, logged, CLUSTER):
+            result.violations.append(f"{daemon.log.name}: {violation}")
+        for violation in await _not_reproduced(daemon.log):
+            result.violations.append(f"{daemon.log.name}: replay --verify: {violation}")
     result.seconds = time.monotonic() - started
     return result

@@ -6,6 +6,7 @@ the daemon's log: the log is what is checked against it."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -15,7 +16,7 @@ import msgspec
 from daemon.sim.cluster import SimCluster
 from daemon.sim.store import WatchEvent
 from events.intents import Delete
-from events.schema import Decided, Event, Observed, Outcome, Resynced
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Started
 from tests.chaos.load import INDEX, JOB_NAME
 
 Logged = Sequence[tuple[int, Event]]
@@ -117,16 +118,47 @@ def gangs_whole(journal: Iterable[Change], gangs: dict[str, int]) -> list[str]:
     ]
 
 
-def deleted_once(logged: Logged) -> list[str]:
-    """No pod is deleted twice: no two deletes of one pod (name and uid) both succeed."""
-    decisions = {seq: e for seq, e in logged if isinstance(e, Decided)}
+def deleted_once(*logs: Logged) -> list[str]:
+    """No pod is deleted twice: no two deletes of one pod (name and uid) both succeed, by
+    one daemon or by several."""
     deletes: Counter[tuple[str, str]] = Counter()
-    for _, event in logged:
-        if isinstance(event, Outcome) and event.ok and event.decision in decisions:
-            intent = decisions[event.decision].intents[event.index]
-            if isinstance(intent, Delete) and intent.kind == "Pod":
-                deletes[(intent.ref, intent.precondition_uid)] += 1
+    for logged in logs:
+        decisions = {seq: e for seq, e in logged if isinstance(e, Decided)}
+        for _, event in logged:
+            if isinstance(event, Outcome) and event.ok and event.decision in decisions:
+                intent = decisions[event.decision].intents[event.index]
+                if isinstance(intent, Delete) and intent.kind == "Pod":
+                    deletes[(intent.ref, intent.precondition_uid)] += 1
     return [f"{ref} deleted {n} times" for (ref, _), n in sorted(deletes.items()) if n > 1]
+
+
+def _acting(logged: Logged) -> list[tuple[int, int]]:
+    """When a log's daemon acted: per start, from its first decision to its last outcome
+    (ms)."""
+    spans: list[tuple[int, int]] = []
+    first = last = None
+    for _, event in logged:
+        if isinstance(event, Started):
+            if first is not None and last is not None:
+                spans.append((first, last))
+            first = last = None
+        elif isinstance(event, Decided | Outcome):
+            first = event.at if first is None else first
+            last = event.at
+    if first is not None and last is not None:
+        spans.append((first, last))
+    return spans
+
+
+def one_acts_at_a_time(logs: Sequence[Logged]) -> list[str]:
+    """Of daemons under one Lease, never two act at once: the spans in which each decided
+    and acted do not overlap (where any two do, two neighbours in start order do)."""
+    spans = sorted((span, i) for i, logged in enumerate(logs) for span in _acting(logged))
+    return [
+        f"daemons {a} and {b} acted at once: {sa[0]}-{sa[1]} and {sb[0]}-{sb[1]} ms"
+        for (sa, a), (sb, b) in itertools.pairwise(spans)
+        if a != b and sb[0] <= sa[1]
+    ]
 
 
 def logged_exactly_once(journal: Sequence[Change], logged: Logged, cluster: str) -> list[str]:

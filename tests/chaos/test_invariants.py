@@ -8,12 +8,13 @@ import pytest
 
 from events.intents import Delete
 from events.objects import decode_object_dict
-from events.schema import Decided, Event, Observed, Outcome, Resynced
+from events.schema import Decided, Event, Observed, Outcome, Resynced, Started
 from tests.chaos.invariants import (
     Change,
     deleted_once,
     gangs_whole,
     logged_exactly_once,
+    one_acts_at_a_time,
     pods_per_attempt,
 )
 from tests.chaos.load import INDEX, JOB_NAME
@@ -128,6 +129,35 @@ def test_deleted_once(landed: int, violations: list[str]) -> None:
         for i in range(2)
     ]
     assert deleted_once(logged(*decisions, *outcomes)) == violations
+
+
+def acted(*spans: tuple[int, int]) -> list[tuple[int, Event]]:
+    """A log of one daemon started once per span, deciding at its start, acting at its end."""
+    events: list[Event] = []
+    for start, end in spans:
+        events.append(Started(at=start, version="v", rules="r", settings={}))
+        events.append(Decided(at=start, reconciler="job", key="k", reason="r"))
+        events.append(Outcome(at=end, decision=len(events), index=0, ok=True, code=200))
+    return logged(*events)
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "violations"),
+    [
+        pytest.param([(0, 10), (30, 40)], [(15, 25), (50, 60)], [], id="taking-turns"),
+        pytest.param([(0, 10)], [], [], id="one-alone"),
+        pytest.param(
+            [(0, 100)],
+            [(20, 30), (40, 50)],
+            ["daemons 0 and 1 acted at once: 0-100 and 20-30 ms"],
+            id="one-acting-through-the-others-turns",
+        ),
+    ],
+)
+def test_one_acts_at_a_time(
+    first: list[tuple[int, int]], second: list[tuple[int, int]], violations: list[str]
+) -> None:
+    assert one_acts_at_a_time([acted(*first), acted(*second)]) == violations
 
 
 ADDED, RUNNING, GONE = (
