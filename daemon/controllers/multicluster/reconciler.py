@@ -9,7 +9,9 @@ Each step is one decision about the manager's workload, with its reason:
 - ``Admitted``: the first worker holding a copy in which the pods fit as it stands
   (`plan.choose`): the manager's workload is annotated ``kbatchd.dev/cluster``, that copy
   resumed, every other copy deleted. The log holds the choice before any of it is carried
-  out (``State.placed``), so a restart finishes it there and nowhere else.
+  out (``State.placed``), so a restart finishes it there and nowhere else. Its room stays
+  held in that worker until its pods are bound there: no other workload is admitted to it
+  meanwhile.
 - ``Reserved``: no worker fits, and the lightest preemption is claimed (`plan.claim_of`,
   written as ``kbatchd.dev/claim``); worse-ranked claims that evict nothing yet and collide
   with it are taken off in the same decision (the reason names them), and their workloads
@@ -31,7 +33,7 @@ Each step is one decision about the manager's workload, with its reason:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -54,6 +56,8 @@ from daemon.controllers.multicluster.plan import (
     claim_of,
     collides,
     options,
+    place_pods,
+    room_of,
 )
 from daemon.controllers.multicluster.projection import (
     CLAIM,
@@ -68,6 +72,7 @@ from daemon.controllers.multicluster.workload import (
     WorkloadError,
     copy_body,
     demand_of,
+    unbound,
 )
 from events.intents import Create, Delete, Intent, Patch
 from events.objects import JobSet, rfc3339
@@ -84,13 +89,24 @@ RETRY_MS: Final = 2_000
 
 class Cycle:
     """The decisions of one pass: a claim decided in it binds the ones after it before the
-    fold has it (`pending`), and a claim taken off in it no longer binds (`revoked`)."""
+    fold has it (`pending`), and a claim taken off in it no longer binds (`revoked`). Each
+    worker's view is made once a pass (`view`), and an admission decided in the pass holds
+    its room in it for the decisions after."""
 
     def __init__(self, reconciler: MulticlusterReconciler, state: State) -> None:
         self.reconciler = reconciler
         self.state = state
         self.pending: list[Claim] = []
         self.revoked: set[str] = set()
+        self._views: dict[str, ClusterView] = {}
+
+    def view(self, worker: str) -> ClusterView:
+        """`worker` as placement sees it, with the room held for workloads admitted to it
+        whose pods are not all bound there yet."""
+        found = self._views.get(worker)
+        if found is None:
+            found = self._views[worker] = self.reconciler.held_view(self.state, worker)
+        return found
 
     def release(self, queue: str) -> list[str]:
         return []
@@ -177,8 +193,21 @@ class MulticlusterReconciler:
                 found[worker] = copy
         return found
 
-    def _views(self, state: State, workers: Sequence[str]) -> list[ClusterView]:
-        return [ClusterView(state, w) for w in workers]
+    def held_view(self, state: State, worker: str) -> ClusterView:
+        """A view of `worker` holding the room of every workload admitted to it whose pods
+        are not all bound there yet (their copy resumed, its pods being made and placed):
+        without it, every workload decided before those pods are seen fits the same room."""
+        view = ClusterView(state, worker)
+        for key, placed in sorted(state.placed.items()):
+            if placed != worker:
+                continue
+            rest = unbound(state, self.manager, key, worker)
+            if rest is None:
+                continue
+            slots = place_pods(view, rest)
+            if not isinstance(slots, str):
+                view.hold(room_of(slots))
+        return view
 
     # -- waiting for a worker -----------------------------------------------------------------
 
@@ -200,7 +229,7 @@ class MulticlusterReconciler:
             for victim, refusal in run.state.refusals.get(demand.key, {}).items()
             if now - refusal.at < self.deadline_ms
         ]
-        views = self._views(run.state, holding)
+        views = [run.view(w) for w in holding]
         answers = options(views, demand, run.pending, unreachable, spared)
         chosen = choose(answers)
         # The least disruption is chosen among every nominated worker: a preemption waits
@@ -221,6 +250,7 @@ class MulticlusterReconciler:
             reason = f"{prefix}Waiting: no worker takes it now ({why})"
             return Decision(reason, tuple(intents), wake)
         if not chosen.victims:
+            run.view(chosen.cluster).hold(room_of(list(chosen.slots)))
             intents += self._admit(job, chosen.cluster, copies, stale)
             return Decision(
                 f"{prefix}Admitted: runs in {chosen.cluster} ({len(chosen.slots)} pod(s) fit "
@@ -329,7 +359,7 @@ class MulticlusterReconciler:
                 deletes,
                 claim.deadline,
             )
-        answers = options(self._views(state, [claim.cluster]), demand, run.pending)
+        answers = options([run.view(claim.cluster)], demand, run.pending)
         if answers[0].refused or answers[0].victims:
             why = answers[0].refused or "more victims would be needed"
             return self._abort(job, claim, f"its room in {claim.cluster} is gone ({why})")

@@ -109,6 +109,47 @@ def demand_of(state: State, cluster: str, key: str, workload: Workload) -> Deman
     )
 
 
+_FINISHED: Final = frozenset({"Complete", "Completed", "Failed"})
+
+
+def _finished(copy: Workload) -> bool:
+    conditions = copy.status.get("conditions") or ()
+    return any(c.get("type") in _FINISHED and c.get("status") == "True" for c in conditions)
+
+
+def _pods_of_copy(state: State, copy: Workload, worker: str) -> list[Pod]:
+    ref = f"{type(copy).__name__}/{worker}/{copy.namespace}/{copy.name}"
+    if isinstance(copy, Job):
+        return state.pods_of(ref)
+    return [
+        pod
+        for key in sorted(state.children.get(ref, ()))
+        if key in state.jobs
+        for pod in state.pods_of(f"Job/{key}")
+    ]
+
+
+def unbound(state: State, manager: str, key: str, worker: str) -> Demand | None:
+    """What of the workload `key`, admitted to `worker`, its copy there has not bound yet:
+    the room to hold for it until it has (None: nothing, or the copy is finished or gone)."""
+    kind, _, namespace, name = key.split("/", 3)
+    table = state.table(kind)
+    workload = table.get(f"{manager}/{namespace}/{name}")
+    copy = table.get(f"{worker}/{namespace}/{name}")
+    if not isinstance(workload, Job | JobSet) or not isinstance(copy, Job | JobSet):
+        return None
+    if _finished(copy):
+        return None
+    try:
+        demand = demand_of(state, manager, key, workload)
+    except WorkloadError:
+        return None
+    bound = sum(1 for pod in _pods_of_copy(state, copy, worker) if pod.node_name)
+    if bound >= len(demand.pods):
+        return None
+    return replace(demand, pods=demand.pods[bound:])
+
+
 def _job_pods(job: Job) -> tuple[list[_PodSet], str | None]:
     try:
         view = view_job(job)

@@ -17,7 +17,15 @@ from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, PLACED
 from daemon.controllers.multicluster.reconciler import ALL_AT_ONCE, NAME, MulticlusterReconciler
 from events.fold import fold
 from events.intents import Create, Delete, Patch
-from events.objects import Job, JobSet, KObject, Pod, PriorityClass, decode_object_dict
+from events.objects import (
+    Job,
+    JobSet,
+    KObject,
+    OwnerRef,
+    Pod,
+    PriorityClass,
+    decode_object_dict,
+)
 from events.schema import Change, Decided, Event, Observed, Outcome
 from events.state import State
 from tests.daemon.controllers.gang_builders import RACK, T0, nodes, running
@@ -245,6 +253,59 @@ def test_copies_go_to_every_worker_and_the_first_that_fits_runs_it() -> None:
     assert "big" not in clusters.jobs("w1")
     assert "big" not in clusters.jobs("w3")
     assert clusters.pods("w1") == {f"w1-{h}" for h in HOSTS}, "nobody preempted"
+
+
+def _admitted_to(decision: Decision | None) -> str:
+    assert decision is not None
+    assert decision.reason.startswith("Admitted: runs in "), decision.reason
+    return decision.reason.removeprefix("Admitted: runs in ").split()[0]
+
+
+def test_an_admission_in_a_pass_holds_its_room_for_the_decisions_after_it() -> None:
+    # One free rack in w1, one in w2: two Jobs decided in one pass go one to each.
+    clusters = world(
+        {"w1": [HIGH, HIGH, FREE, FREE], "w2": [FREE, FREE, HIGH, HIGH], "w3": [HIGH] * 4}
+    )
+    first, second = submit(clusters, "first"), submit(clusters, "second")
+    clusters.step(first)
+    clusters.step(second)  # the copies
+    run = clusters.rec.cycle(clusters.state)
+    decision = clusters.decide(first, run=run)
+    assert _admitted_to(decision) == "w1"
+    assert decision is not None
+    clusters.carry_out(first, decision)
+    assert _admitted_to(clusters.decide(second, run=run)) == "w2"
+
+
+@pytest.mark.parametrize("bound", [False, True], ids=["its-pods-not-bound", "its-pods-bound"])
+def test_an_admitted_workload_holds_its_room_until_its_pods_are_bound(bound: bool) -> None:
+    # w1 has room for two such Jobs, w2 for one, w3 for none.
+    clusters = world({"w1": [FREE] * 4, "w2": [FREE, FREE, HIGH, HIGH], "w3": [HIGH] * 4})
+    first = submit(clusters, "first")
+    clusters.step(first)
+    assert _admitted_to(clusters.step(first)) == "w1"
+    copy = clusters.jobs("w1")["first"]
+    owner = OwnerRef("Job", "first", copy.uid, controller=True)
+    # Its pods are made; bound (as the worker's scheduler binds them) or not yet.
+    for i, host in enumerate(HOSTS[:2]):
+        pod = running(f"first-{i}", host if bound else "", 8, namespace="ns")
+        clusters.observe(
+            "w1", replace(pod, owners=(owner,), phase="Running" if bound else "Pending")
+        )
+    # Three more, each in a pass of its own: the first's room in w1 is held until its pods
+    # are bound, then counted once, as the pods that take it; so is the second's.
+    rest = [submit(clusters, name) for name in ("second", "third", "fourth")]
+    for key in rest:
+        clusters.step(key)
+    placed = []
+    for key in rest:
+        decision = clusters.decide(key)
+        assert decision is not None
+        clusters.carry_out(key, decision)
+        admitted = decision.reason.startswith("Admitted")
+        placed.append(f"Admitted {_admitted_to(decision)}" if admitted else "Waiting")
+    # Without the hold, all three would fit w1; counted twice once bound, one only.
+    assert placed == ["Admitted w1", "Admitted w2", "Waiting"]
 
 
 @pytest.mark.parametrize("landed", ["nothing", "the-resume"])
