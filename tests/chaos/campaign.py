@@ -14,6 +14,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -24,24 +25,37 @@ from anyio.abc import TaskGroup, TaskStatus
 from daemon.service import wiring
 from daemon.service.config import Settings
 from daemon.sim.cluster import SimCluster
+from daemon.sim.faults import Faults
 from daemon.tools.verify import verify
 from events.store import EventLog
 from tests.chaos import damage, invariants
-from tests.chaos.load import SHORT, TOPOLOGY, FailOnce, Size, build, submit, unfinished
+from tests.chaos.load import (
+    MANAGER,
+    SHORT,
+    TOPOLOGY,
+    WORKER_TOPOLOGY,
+    WORKERS,
+    FailOnce,
+    Size,
+    build,
+    dispatched,
+    submit,
+    unfinished,
+)
 from tests.processes import (
     Child,
     daemon_config,
     eventually,
     logged_events,
     running_daemon,
-    simulated_cluster_here,
     spawn,
 )
 
 CLUSTER: Final = "sim-0"
-# The simulated cluster runs pods at 4x; bookmarks every simulated second keep a healthy watch
+# The simulated clusters run pods at 4x; bookmarks every simulated second keep a healthy watch
 # well inside the daemon's 2 s inactivity deadline, which a stalled watch then runs out.
-SIM_ARGS: Final = ("--time-scale", "4", "--bookmark-seconds", "1")
+TIME_SCALE: Final = 4.0
+BOOKMARK_SECONDS: Final = 1.0
 INACTIVITY_SECONDS: Final = 2.0
 # How long the load may take under a fault, and the log to catch up once it is lifted.
 FINISH_WITHIN: Final = 180.0
@@ -99,9 +113,10 @@ class Daemon:
 class World:
     """What a disturbance acts on."""
 
-    sim: SimCluster
+    sims: dict[str, SimCluster]
     daemons: list[Daemon]
     rng: random.Random
+    home: str
     # What the disturbance did, by name (the cluster counts its own faults).
     hits: Counter[str] = field(default_factory=Counter)
     # What it saw go wrong, as it went (a second writer let in, a damaged log taken).
@@ -110,6 +125,11 @@ class World:
     @property
     def daemon(self) -> Daemon:
         return self.daemons[0]
+
+    @property
+    def sim(self) -> SimCluster:
+        """The cluster the load is submitted to."""
+        return self.sims[self.home]
 
 
 Disturb = Callable[[World], Coroutine[Any, Any, None]]
@@ -194,18 +214,32 @@ async def _damaged_on_start(world: World) -> None:
             await daemon.start()
 
 
-async def _restart_api_server(world: World) -> None:
-    sim = world.sim
+async def _server_down(world: World, sim: SimCluster, low: float, high: float) -> None:
+    """Stop `sim`'s API server for a while (drawn between `low` and `high` seconds), then
+    serve again on the same port."""
     port = int(sim.server.address.rsplit(":", 1)[1])
+    await sim.server.close()
+    try:
+        await _pause(world, low, high)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sim.server.start(sim.host, port)
+
+
+async def _restart_api_server(world: World) -> None:
     for _ in range(3):
         await _pause(world, 0.5, 2.0)
-        await sim.server.close()
         world.hits["api-server-restart"] += 1
-        try:
-            await _pause(world, 0.2, 1.5)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await sim.server.start(sim.host, port)
+        await _server_down(world, world.sim, 0.2, 1.5)
+
+
+async def _workers_unreachable(world: World) -> None:
+    """A worker, drawn each time, stops answering for 1-4 s, over and over."""
+    while True:
+        await _pause(world, 0.5, 2.0)
+        worker = world.rng.choice(WORKERS)
+        world.hits[f"{worker} unreachable"] += 1
+        await _server_down(world, world.sims[worker], 1.0, 4.0)
 
 
 async def _latency_spikes(world: World) -> None:
@@ -242,6 +276,7 @@ class Fault:
     disturb: Disturb = _nothing
     runs: int = 3  # runs of the full campaign
     daemons: int = 1  # each with a log of its own
+    clusters: int = 1  # or a manager and three workers (`load.dispatched`)
     config: str = ""  # TOML appended to every daemon's settings
 
 
@@ -314,6 +349,14 @@ FAULTS: Final = (
         config=LEADER_ELECTION,
     ),
     Fault(
+        "worker-unreachable",
+        "a manager and three worker clusters; dispatched Jobs fit, wait or preempt while a "
+        "worker, drawn each time, stops answering for 1-4 s, over and over",
+        "",
+        _workers_unreachable,
+        clusters=4,
+    ),
+    Fault(
         "everything",
         "all of the above at once (watch drops and stalls, 410s, errors, cut requests, "
         "latency) and 2 SIGKILLs",
@@ -350,77 +393,123 @@ async def _not_reproduced(log: Path) -> list[str]:
     return wrong
 
 
+def _settings(fault: Fault, kubeconfigs: dict[str, Path]) -> str:
+    """The TOML for a run's daemons beyond `daemon_config`'s: the workers and the dispatcher
+    when the fault has several clusters, and the fault's own."""
+    lines: list[str] = []
+    if len(kubeconfigs) > 1:
+        for name in WORKERS:
+            lines += ["[[clusters]]", f'name = "{name}"', f'kubeconfig = "{kubeconfigs[name]}"']
+        lines += [
+            "[reconcilers.multicluster]",
+            "enabled = true",
+            f'manager = "{MANAGER}"',
+            "retry_seconds = 0.5",
+            "preemption_deadline_seconds = 20.0",
+        ]
+    return "\n".join([*lines, fault.config])
+
+
 async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
     """One run of `fault` with `seed`, in the directory `tmp`."""
     started = time.monotonic()
     result = Result(fault.name, seed)
     rng = random.Random(seed)
-    load = build(rng, size)
-    args = (*SIM_ARGS, "--seed", str(seed), "--faults", fault.faults)
-    names = ["kbatchd"] if fault.daemons == 1 else [f"kbatchd-{i}" for i in range(fault.daemons)]
-    async with (
-        simulated_cluster_here(tmp, *args, topology=TOPOLOGY) as (sim, kubeconfig),
-        anyio.create_task_group() as group,
-    ):
+    several = fault.clusters > 1
+    load = dispatched(rng, size.dispatched) if several else build(rng, size)
+    names = (MANAGER, *WORKERS) if several else (CLUSTER,)
+    async with AsyncExitStack() as stack:
+        sims: dict[str, SimCluster] = {}
+        for i, name in enumerate(names):
+            sims[name] = await stack.enter_async_context(
+                SimCluster.start(
+                    topology=WORKER_TOPOLOGY if several else TOPOLOGY,
+                    seed=seed + i,
+                    time_scale=TIME_SCALE,
+                    faults=Faults.parse(fault.faults, seed=seed + i),
+                    bookmark_seconds=BOOKMARK_SECONDS,
+                    name=name,
+                    kubeconfig_path=tmp / f"{name}.kubeconfig",
+                )
+            )
+        kubeconfigs = {n: s.kubeconfig_path for n, s in sims.items() if s.kubeconfig_path}
+        group = await stack.enter_async_context(anyio.create_task_group())
+        logs = ["kbatchd"] if fault.daemons == 1 else [f"kbatchd-{i}" for i in range(fault.daemons)]
         daemons = [
             Daemon(
                 daemon_config(
                     tmp,
-                    kubeconfig,
-                    name=name,
-                    extra=fault.config,
+                    kubeconfigs[names[0]],
+                    name=log,
+                    cluster=names[0],
+                    extra=_settings(fault, kubeconfigs),
                     watch_inactivity_seconds=INACTIVITY_SECONDS,
                 ),
-                tmp / f"{name}.db",
+                tmp / f"{log}.db",
                 group,
             )
-            for name in names
+            for log in logs
         ]
-        journal = invariants.Journal(sim)
-        failing = FailOnce(sim, load)
+        journals = {name: invariants.Journal(sim) for name, sim in sims.items()}
+        failing = FailOnce(sims[load.home], load)
         for daemon in daemons:
             await daemon.start()
-        submit(sim, load)
+        submit(sims, load)
 
         async def finished() -> bool:
-            return not unfinished(sim, load)
+            return not unfinished(sims[load.home], load)
 
-        world = World(sim, daemons, rng)
+        world = World(sims, daemons, rng, home=load.home)
         async with anyio.create_task_group() as tg:
             tg.start_soon(fault.disturb, world)
             try:
                 await eventually(finished, within=FINISH_WITHIN, what="the load finished")
             except AssertionError:
-                result.violations.append(f"not finished: {', '.join(unfinished(sim, load))}")
+                left = unfinished(sims[load.home], load)
+                result.violations.append(f"not finished: {', '.join(left)}")
             tg.cancel_scope.cancel()
-        sim.faults.clear()
-        result.injected = sim.faults.hits + world.hits
+        for sim in sims.values():
+            sim.faults.clear()
+            result.injected += sim.faults.hits
+        result.injected += world.hits
         result.violations += world.violations
 
         for daemon in daemons:
 
+            async def behind(log: Path = daemon.log) -> list[str]:
+                logged = await logged_events(log)
+                return [v for n, s in sims.items() for v in invariants.log_behind(s, logged, n)]
+
             async def caught_up(log: Path = daemon.log) -> bool:
-                return not invariants.log_behind(sim, await logged_events(log), CLUSTER)
+                return not await behind(log)
 
             try:
                 await eventually(caught_up, within=CATCH_UP_WITHIN, what="the log caught up")
             except AssertionError:
-                behind = invariants.log_behind(sim, await logged_events(daemon.log), CLUSTER)
+                late = await behind()
                 result.violations.append(
-                    f"{daemon.log.name} did not catch up: {'; '.join(behind[:5])}"
+                    f"{daemon.log.name} did not catch up: {'; '.join(late[:5])}"
                 )
         for daemon in daemons:
             if await daemon.stop() != 0:
                 result.violations.append(f"{daemon.log.name}: no clean stop on SIGTERM")
-    logs = [await logged_events(daemon.log) for daemon in daemons]
-    result.violations += invariants.pods_per_attempt(journal.events, failing.failed)
-    result.violations += invariants.gangs_whole(journal.events, load.gangs)
-    result.violations += invariants.deleted_once(*logs)
-    if len(logs) > 1:
-        result.violations += invariants.one_acts_at_a_time(logs)
-    for daemon, logged in zip(daemons, logs, strict=True):
-        for violation in invariants.logged_exactly_once(journal.events, logged, CLUSTER):
-            result.violations.append(f"{daemon.log.name}: {violation}")
+    logged_by = [await logged_events(daemon.log) for daemon in daemons]
+    for name, journal in journals.items():
+        result.violations += invariants.pods_per_attempt(journal.events, failing.failed)
+        for violation in invariants.gangs_whole(journal.events, load.gangs):
+            result.violations.append(f"{name}: {violation}")
+    result.violations += invariants.deleted_once(*logged_by)
+    if several:
+        workers = {n: journals[n].events for n in WORKERS}
+        result.violations += invariants.one_cluster_each(workers, load.jobs)
+        for logged in logged_by:
+            result.violations += invariants.no_eviction_after_abort(logged)
+    if len(logged_by) > 1:
+        result.violations += invariants.one_acts_at_a_time(logged_by)
+    for daemon, logged in zip(daemons, logged_by, strict=True):
+        for name, journal in journals.items():
+            for violation in invariants.logged_exactly_once(journal.events, logged, name):
+                result.violations.append(f"{daemon.log.name}: {violation}")
         for violation in await _not_reproduced(daemon.log):
             result.violations.append(f"{daemon.log.name}: replay --verify: {violation}")
     result.seconds = time.monotonic() - started

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -130,6 +130,40 @@ def deleted_once(*logs: Logged) -> list[str]:
                 if isinstance(intent, Delete) and intent.kind == "Pod":
                     deletes[(intent.ref, intent.precondition_uid)] += 1
     return [f"{ref} deleted {n} times" for (ref, _), n in sorted(deletes.items()) if n > 1]
+
+
+def one_cluster_each(workers: Mapping[str, Sequence[Change]], jobs: Iterable[str]) -> list[str]:
+    """No workload runs in two clusters: of each dispatched Job, pods got a node in one
+    worker at most."""
+    ran: dict[str, set[str]] = defaultdict(set)
+    for worker, journal in workers.items():
+        for changes in _pods(journal).values():
+            job = (changes[0].obj["metadata"].get("labels") or {}).get(JOB_NAME)
+            if job is not None and any(c.obj["spec"].get("nodeName") for c in changes):
+                ran[job].add(worker)
+    return [f"Job {job} ran in {', '.join(sorted(ran[job]))}" for job in jobs if len(ran[job]) > 1]
+
+
+def no_eviction_after_abort(logged: Logged) -> list[str]:
+    """No victim is evicted for an aborted preemption: once a workload's claim is aborted,
+    no delete of a pod is decided for it until it reserves again."""
+    aborted: dict[str, int] = {}
+    violations: list[str] = []
+    for seq, event in logged:
+        if not isinstance(event, Decided) or event.reconciler != "multicluster":
+            continue
+        if event.reason.startswith("Aborted:"):
+            aborted[event.key] = seq
+        elif "Reserved:" in event.reason:
+            aborted.pop(event.key, None)
+        elif event.key in aborted:
+            for intent in event.intents:
+                if isinstance(intent, Delete) and intent.kind == "Pod":
+                    violations.append(
+                        f"{intent.ref} deleted at seq {seq} for {event.key}, whose claim was "
+                        f"aborted at seq {aborted[event.key]}"
+                    )
+    return violations
 
 
 def _acting(logged: Logged) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ system under test, so its writes do not meet the injected faults."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -18,6 +19,7 @@ from daemon.sim.resources import JOBS, JOBSETS, PODS, Resource, lookup
 from daemon.sim.store import WatchEvent
 from daemon.sim.topology import RACK_LABEL
 from tests.daemon.test_gang import gpus_of
+from tests.daemon.test_gang_preemption import pod as preempted_pod
 from tests.daemon.test_jobs import job_body
 from tests.daemon.test_jobsets import jobset, replicated
 
@@ -40,17 +42,25 @@ class Size:
     plain_jobs: int
     gangs: int
     jobsets: int
+    dispatched: int  # Jobs sent to several clusters (`dispatched`)
 
 
-FULL: Final = Size(indexed_jobs=3, plain_jobs=2, gangs=3, jobsets=1)
-SHORT: Final = Size(indexed_jobs=1, plain_jobs=1, gangs=2, jobsets=1)
+FULL: Final = Size(indexed_jobs=3, plain_jobs=2, gangs=3, jobsets=1, dispatched=5)
+SHORT: Final = Size(indexed_jobs=1, plain_jobs=1, gangs=2, jobsets=1, dispatched=3)
+
+
+Objects = list[tuple[Resource, dict[str, Any]]]
 
 
 @dataclass
 class Load:
     """What one run creates, in order, and what it expects to have finished."""
 
-    objects: list[tuple[Resource, dict[str, Any]]] = field(default_factory=list)
+    # Submitted to `home`, after `everywhere` to every cluster and `fill` to the workers.
+    objects: Objects = field(default_factory=list)
+    home: str = "sim-0"
+    everywhere: Objects = field(default_factory=list)
+    fill: dict[str, Objects] = field(default_factory=dict)
     jobs: list[str] = field(default_factory=list)
     gangs: dict[str, int] = field(default_factory=dict)  # PodGroup -> members (= minCount)
     jobsets: list[str] = field(default_factory=list)
@@ -140,9 +150,59 @@ def build(rng: random.Random, size: Size) -> Load:
     return load
 
 
-def submit(sim: SimCluster, load: Load) -> None:
+# Several clusters: a manager and three workers of 2 racks of 2 hosts of 8 GPUs, the workers
+# partly full of low-priority pods that run until deleted. w1 has rack b0-r1 free, w2 rack
+# b0-r0, w3 none: dispatched Jobs fit, wait, or preempt.
+MANAGER: Final = "m"
+WORKERS: Final = ("w1", "w2", "w3")
+WORKER_TOPOLOGY: Final = "blocks=1,racks=2,hosts=2,gpus=8"
+_FULL_RACKS: Final = {"w1": ("b0-r0",), "w2": ("b0-r1",), "w3": ("b0-r0", "b0-r1")}
+PRIORITY_CLASSES: Final = lookup("scheduling.k8s.io", "v1", "priorityclasses")
+DISPATCHED: Final = "kbatchd.dev/multicluster"
+
+
+def _dispatched_job(name: str, rng: random.Random) -> dict[str, Any]:
+    """Two 8-GPU pods that must share a rack, of priority high, sent to the workers."""
+    body = job_body(name, parallelism=2, completions=2, annotations=_runs(rng))
+    body["metadata"]["labels"] = {DISPATCHED: "true"}
+    template = body["spec"]["template"]
+    template["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = RACK_LABEL
+    template["spec"]["priorityClassName"] = "high"
+    template["spec"]["containers"][0]["resources"] = gpus_of(8)
+    return body
+
+
+def dispatched(rng: random.Random, jobs: int) -> Load:
+    """`jobs` Jobs submitted to the manager, each to run in exactly one worker."""
+    assert PRIORITY_CLASSES is not None
+    load = Load(home=MANAGER)
+    load.everywhere = [
+        (PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
+        for name, value in (("low", 5), ("high", 1000))
+    ]
+    for worker, racks in _FULL_RACKS.items():
+        load.fill[worker] = [
+            (PODS, preempted_pod(f"fill-{rack}-h{h}", 8, "low", host=f"{rack}-h{h}"))
+            for rack in racks
+            for h in range(2)
+        ]
+    for i in range(jobs):
+        body = _dispatched_job(f"dispatched-{i}", rng)
+        load.objects.append((JOBS, body))
+        load.jobs.append(body["metadata"]["name"])
+    return load
+
+
+def submit(sims: dict[str, SimCluster], load: Load) -> None:
+    # Copies: the registry fills in the metadata of the body it is given and keeps it.
+    for sim in sims.values():
+        for resource, body in load.everywhere:
+            sim.registry.create(resource, "", copy.deepcopy(body))
+    for worker, objects in load.fill.items():
+        for resource, body in objects:
+            sims[worker].registry.create(resource, NAMESPACE, body)
     for resource, body in load.objects:
-        sim.registry.create(resource, NAMESPACE, body)
+        sims[load.home].registry.create(resource, NAMESPACE, body)
 
 
 class FailOnce:

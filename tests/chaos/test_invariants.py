@@ -14,7 +14,9 @@ from tests.chaos.invariants import (
     deleted_once,
     gangs_whole,
     logged_exactly_once,
+    no_eviction_after_abort,
     one_acts_at_a_time,
+    one_cluster_each,
     pods_per_attempt,
 )
 from tests.chaos.load import INDEX, JOB_NAME
@@ -129,6 +131,44 @@ def test_deleted_once(landed: int, violations: list[str]) -> None:
         for i in range(2)
     ]
     assert deleted_once(logged(*decisions, *outcomes)) == violations
+
+
+@pytest.mark.parametrize(
+    ("ran", "violations"),
+    [
+        ({"w1": "n"}, []),
+        ({"w1": "n", "w2": ""}, []),
+        ({"w1": "n", "w2": "n"}, ["Job j ran in w1, w2"]),
+    ],
+    ids=["one-worker", "a-copy-never-ran", "two-workers"],
+)
+def test_one_cluster_each(ran: dict[str, str], violations: list[str]) -> None:
+    workers = {w: [pod(f"{w}-p", 1, job="j", node=node)] for w, node in ran.items()}
+    assert one_cluster_each(workers, ["j"]) == violations
+
+
+def _multicluster(reason: str, *intents: Delete) -> Decided:
+    return Decided(
+        at=0, reconciler="multicluster", key="Job/m/ns/j", reason=reason, intents=intents
+    )
+
+
+@pytest.mark.parametrize(
+    ("reasons", "violations"),
+    [
+        (["Reserved: preempts in w1", "Evicting: delete", "Aborted: w1 unreachable"], []),
+        (
+            ["Reserved: preempts in w1", "Aborted: w1 unreachable", "Evicting: delete"],
+            ["Pod/w1/ns/v deleted at seq 3 for Job/m/ns/j, whose claim was aborted at seq 2"],
+        ),
+        (["Aborted: w1 unreachable", "Reserved: preempts in w2", "Evicting: delete"], []),
+    ],
+    ids=["deleted-before-the-abort", "deleted-after-it", "deleted-for-a-new-claim"],
+)
+def test_no_eviction_after_abort(reasons: list[str], violations: list[str]) -> None:
+    delete = Delete("w1", "Pod", "ns", "v")
+    decided = [_multicluster(r, *((delete,) if r.startswith("Evicting") else ())) for r in reasons]
+    assert no_eviction_after_abort(logged(*decided)) == violations
 
 
 def acted(*spans: tuple[int, int]) -> list[tuple[int, Event]]:
