@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
-from events.quantity import QuantityError, add_into, resource_map
+from events.quantity import MAX_UNITS, QuantityError, add_into, resource_map
 
 Quantity = str | int | float
+# The API's integer widths. Beyond them a number is none an API server sends, and one the log
+# cannot store (MessagePack integers end at 2^64): decoding refuses it, naming the field.
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 # ---------------------------------------------------------------------------------------------
 # Slim objects (what the log stores)
@@ -244,10 +248,10 @@ class _Meta(msgspec.Struct, rename="camel", gc=False):
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    generation: int = 0
+    generation: Int64 = 0
     creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
-    deletion_grace_period_seconds: int | None = None
+    deletion_grace_period_seconds: Int64 | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[_Owner] | None = None
@@ -329,13 +333,13 @@ def _required_node_affinity(
 class _PodSpec(msgspec.Struct, rename="camel", gc=False):
     node_name: str = ""
     scheduler_name: str = "default-scheduler"
-    priority: int | None = None
+    priority: Int32 | None = None
     containers: list[_Container] = []
     init_containers: list[_Container] | None = None
     overhead: dict[str, Quantity] | None = None
     scheduling_gates: list[_Named] | None = None
     scheduling_group: _SchedulingGroup | None = None
-    termination_grace_period_seconds: int | None = None
+    termination_grace_period_seconds: Int64 | None = None
     node_selector: dict[str, str] | None = None
     tolerations: list[_Toleration] | None = None
     affinity: _Affinity | None = None
@@ -348,7 +352,7 @@ class _Condition(msgspec.Struct, rename="camel", gc=False):
 
 
 class _Terminated(msgspec.Struct, rename="camel", gc=False):
-    exit_code: int = 0
+    exit_code: Int32 = 0
     finished_at: str | None = None
 
 
@@ -358,7 +362,7 @@ class _ContainerState(msgspec.Struct, gc=False):
 
 class _ContainerStatus(msgspec.Struct, rename="camel", gc=False):
     name: str = ""
-    restart_count: int = 0
+    restart_count: Int32 = 0
     state: _ContainerState | None = None
     last_state: _ContainerState | None = None
 
@@ -401,7 +405,7 @@ class _WireNode(msgspec.Struct, gc=False):
 
 class _WirePriorityClass(msgspec.Struct, rename="camel", gc=False):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
-    value: int = 0
+    value: Int32 = 0
     global_default: bool = False
     preemption_policy: str | None = None
 
@@ -566,6 +570,10 @@ def effective_requests(spec: _PodSpec) -> dict[str, int]:
             add_into(total, resource_map(spec.overhead))
         except QuantityError as exc:
             raise ObjectError(f"spec.overhead: {exc}") from exc
+    for name, value in total.items():
+        # Each quantity is in range, their sum need not be (nor could the log store it).
+        if value > MAX_UNITS:
+            raise ObjectError(f"spec: the requests for {name} add up to over 2^63-1")
     return total
 
 
@@ -694,6 +702,8 @@ def decode_object(kind: str, raw: bytes | str, dropped: list[str] | None = None)
                 preemption_policy=found.preemption_policy or "PreemptLowerPriority",
             )
         wire = _GENERIC_DECODER.decode(raw)
+        _storable(wire.spec, "spec")
+        _storable(wire.status, "status")
         fields = _meta_fields(wire.metadata, dropped)
         obj = cls(**fields, spec=wire.spec, status=wire.status)  # type: ignore[call-arg]
         return obj  # type: ignore[return-value]
@@ -703,6 +713,38 @@ def decode_object(kind: str, raw: bytes | str, dropped: list[str] | None = None)
         raise ObjectError(f"{kind}: malformed JSON ({exc})") from exc
     except ObjectError as exc:
         raise ObjectError(f"{kind}: {exc}") from exc
+    except RecursionError:
+        # msgspec decodes (and skips) nested arrays and objects recursively.
+        raise ObjectError(f"{kind}: malformed JSON (nested too deeply)") from None
+
+
+# What checks that a generic kind's spec and status can be logged: a MessagePack integer is
+# at most 2^64-1 and at least -2^63, a JSON one unbounded.
+_STORABLE: Final = msgspec.msgpack.Encoder()
+
+
+def _storable(value: dict[str, Any], field: str) -> None:
+    """Raise `ObjectError` naming the first integer in `value` the log cannot store."""
+    try:
+        _STORABLE.encode(value)
+    except OverflowError:
+        raise ObjectError(f"{_out_of_range(value, field) or field}: integer out of range") from None
+
+
+def _out_of_range(value: Any, path: str) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if -(2**63) <= value < 2**64 else path
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{key}", item) for key, item in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{index}]", item) for index, item in enumerate(value))
+    else:
+        return None
+    for where, item in items:
+        found = _out_of_range(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 class _PodWatchEvent(msgspec.Struct, gc=False):
@@ -726,7 +768,7 @@ def decode_watch_line(
     try:
         event = _POD_WATCH_DECODER.decode(line)
         return event.type, pod_from_wire(event.object, dropped)
-    except (msgspec.DecodeError, ObjectError):  # ValidationError is a DecodeError
+    except (msgspec.DecodeError, ObjectError, RecursionError):  # ValidationError is one too
         return None
 
 

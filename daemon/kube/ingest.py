@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import aiohttp
 import anyio
@@ -80,6 +80,17 @@ _CHANGES: Final[dict[str, Change]] = {c: c for c in ("ADDED", "MODIFIED", "DELET
 _LIST: Final = msgspec.json.Decoder(_List)
 _WATCH: Final = msgspec.json.Decoder(_WatchEvent)
 _OBJECT: Final = msgspec.json.Decoder(_Object)
+_T = TypeVar("_T")
+
+
+def _decoded(decoder: msgspec.json.Decoder[_T], data: bytes | msgspec.Raw) -> _T:
+    """`decoder.decode(data)`; JSON nested too deeply for msgspec's recursive decoding (even
+    in what it skips) raises the `msgspec.DecodeError` of any malformed answer, which the
+    informer retries (`INGEST_ERRORS`), rather than a RecursionError that would end it."""
+    try:
+        return decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply to decode") from None
 
 
 class Expired(Exception):
@@ -283,7 +294,7 @@ class Informer:
                 continue
             if not response.ok:
                 raise WatchHttpError(response)
-            page = _LIST.decode(response.body)
+            page = _decoded(_LIST, response.body)
             resource_version = page.metadata.resource_version
             for raw in page.items:
                 obj = self._decode(raw)
@@ -387,13 +398,13 @@ class Informer:
             if self._dropped:
                 self._warn_dropped(obj)
         else:
-            event = _WATCH.decode(line)
+            event = _decoded(_WATCH, line)
             type_ = event.type
             if type_ == "BOOKMARK":
-                self.resource_version = _OBJECT.decode(event.object).metadata.resource_version
+                self.resource_version = _decoded(_OBJECT, event.object).metadata.resource_version
                 return None
             if type_ == "ERROR":
-                status = _OBJECT.decode(event.object)
+                status = _decoded(_OBJECT, event.object)
                 if status.code == 410:
                     raise Expired(status.message)
                 raise WatchHttpError(Response(status.code or 500, bytes(event.object)))
