@@ -52,6 +52,9 @@ def endpoint(configuration: client.Configuration) -> Endpoint:
     """The configured server, through its proxy if it names one."""
     url, host, port = server_url(configuration)
     proxy, headers = _proxy(configuration) if configuration.proxy else (None, {})
+    name = configuration.tls_server_name
+    if name is not None and not isinstance(name, str):  # the kubeconfig's YAML may hold any
+        raise ConfigError("the TLS server name (tls-server-name) is not a string")
     return Endpoint(
         url,
         host,
@@ -141,6 +144,8 @@ _HOST_NAME: Final = re.compile(r"^[A-Za-z0-9_.-]+$")
 def connectable_url(text: str, schemes: tuple[str, ...]) -> tuple[URL, str, int]:
     """`text` as a URL of one of `schemes`, and its host and port to connect to; ValueError
     saying what is wrong with it otherwise (never naming a password)."""
+    if not isinstance(text, str):  # from a kubeconfig's YAML, which may hold any type there
+        raise ValueError("is not a URL (not a string)")
     try:
         url = URL(text)
         port = url.port
@@ -177,7 +182,7 @@ def _proxy(configuration: client.Configuration) -> tuple[URL, dict[str, str]]:
     except ValueError as exc:
         try:
             shown = f" {URL(configuration.proxy or '').with_password(None)!s}"
-        except ValueError:
+        except (ValueError, TypeError):  # TypeError: not a string
             shown = ""  # not even a URL: it is not shown, in case it holds a password
         raise ConfigError(f"the proxy URL{shown} {exc}") from None
     headers = {name: str(value) for name, value in (configuration.proxy_headers or {}).items()}
