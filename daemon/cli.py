@@ -268,29 +268,36 @@ async def _replay_mode(args: argparse.Namespace) -> int:
     if args.check:
         return await _check(args)
     async with open_for_replay(args.log, note=_note) as log:
-        await _note_until_past_end(log, args)
-        if args.explain is not None:
-            return await _explain(log, args)
-        if args.timeline:
-            return await _timeline(log, args)
-        if args.export_jsonl is not None:
-            return await _export_jsonl(log, args)
-        settings, _ = await _log_settings(log, args)
-        replayed = await rebuild(
-            log,
-            until=args.until,
-            levels=tuple(settings.topology.levels),
-            progress=_tty_progress(),
-        )
-        for skipped in replayed.skipped:
-            _note(skipped.describe(str(args.log)))
-        if args.show is not None:
-            data = await show(log, replayed, args.show)
-            print(_json(data) if args.json else render_show(data))
-        else:
-            starts = await log.events_for(STARTED_REF, until=replayed.last_seq)
-            data = summary(replayed, str(args.log), starts)
-            print(_json(data) if args.json else render_summary(data))
+        past_end = await _until_past_end(log, args)
+        code = await _replay_open(log, args)
+    if past_end is not None:
+        _note(past_end)
+    return code
+
+
+async def _replay_open(log: EventLog, args: argparse.Namespace) -> int:
+    if args.explain is not None:
+        return await _explain(log, args)
+    if args.timeline:
+        return await _timeline(log, args)
+    if args.export_jsonl is not None:
+        return await _export_jsonl(log, args)
+    settings, _ = await _log_settings(log, args)
+    replayed = await rebuild(
+        log,
+        until=args.until,
+        levels=tuple(settings.topology.levels),
+        progress=_tty_progress(),
+    )
+    for skipped in replayed.skipped:
+        _note(skipped.describe(str(args.log)))
+    if args.show is not None:
+        data = await show(log, replayed, args.show)
+        print(_json(data) if args.json else render_show(data))
+    else:
+        starts = await log.events_for(STARTED_REF, until=replayed.last_seq)
+        data = summary(replayed, str(args.log), starts)
+        print(_json(data) if args.json else render_summary(data))
     return 0
 
 
@@ -366,14 +373,17 @@ def _note(text: str) -> None:
     print(f"kbatchd: note: {text}", file=sys.stderr)
 
 
-async def _note_until_past_end(log: EventLog, args: argparse.Namespace) -> None:
+async def _until_past_end(log: EventLog, args: argparse.Namespace) -> str | None:
     """A `--until` beyond the newest event is most likely a seq from another log (or a
-    typo): say so instead of quietly replaying to the end."""
+    typo): the note that says so instead of quietly replaying to the end. Printed once the
+    log has been read: the count of a damaged one can be anything, and what refuses it is
+    then the one line printed."""
     if args.until is None:
-        return
+        return None
     last = await log.count()
     if args.until > last:
-        _note(f"{args.log}: --until {args.until} is past the log's end (seq {last}); to the end")
+        return f"{args.log}: --until {args.until} is past the log's end (seq {last}); to the end"
+    return None
 
 
 async def _log_settings(log: EventLog, args: argparse.Namespace) -> tuple[Settings, bool]:
@@ -397,7 +407,7 @@ async def _verify(args: argparse.Namespace) -> int:
     from daemon.tools.verify import verify
 
     async with open_for_replay(args.log, note=_note) as log:
-        await _note_until_past_end(log, args)
+        past_end = await _until_past_end(log, args)
         settings, given = await _log_settings(log, args)
         result = await verify(
             log,
@@ -409,6 +419,8 @@ async def _verify(args: argparse.Namespace) -> int:
             settings=settings if given else None,
             build=None if given else wiring.reconcilers,
         )
+    if past_end is not None:
+        _note(past_end)
     for skipped in result.skipped:
         _note(skipped.describe(str(args.log)))
     for run in result.runs:

@@ -1004,6 +1004,10 @@ def _translate(name: str, doing: str) -> Iterator[None]:
         if code == sqlite3.SQLITE_CORRUPT:
             raise CorruptLog(f"{name}: log is corrupt ({exc}) while {doing}") from exc
         raise _error_class(exc)(f"{name}: {exc} while {doing}") from exc
+    except UnicodeDecodeError as exc:
+        # kbatchd writes only UTF-8 text, so text that is not is damage: a value in a text
+        # column, or the schema itself, which SQLite's error message then quotes.
+        raise CorruptLog(f"{name}: log is corrupt (text that is not UTF-8) while {doing}") from exc
 
 
 def _error_class(exc: BaseException) -> type[LogError]:
