@@ -463,36 +463,6 @@ async def test_a_second_daemon_on_the_log_by_any_name_is_refused_and_the_first_g
         assert sum(isinstance(e, Started) for _, e in events) == 1
 
 
-async def test_dropped_watches_lose_nothing(tmp_path: Path) -> None:
-    faults = ("--faults", "drop-watch=0.3", "--seed", "3")
-    async with simulated_cluster_here(tmp_path, *faults) as (_, kubeconfig):
-        config = daemon_config(tmp_path, kubeconfig)
-        log = tmp_path / "kbatchd.db"
-        async with running_daemon(config) as daemon, kube_client(kubeconfig) as api:
-            core = client.CoreV1Api(api)
-            names = [f"p{i}" for i in range(20)]
-            for name in names:
-                await core.create_namespaced_pod("default", _pod(name))
-            await core.delete_namespaced_pod("p0", "default", grace_period_seconds=0)
-
-            async def all_seen() -> bool:
-                events = await logged_events(log)
-                done = {
-                    e.name
-                    for _, e in events
-                    if isinstance(e, Observed) and getattr(e.obj, "phase", "") == "Succeeded"
-                }
-                gone = any(
-                    isinstance(e, Observed) and e.name == "p0" and e.change == "DELETED"
-                    for _, e in events
-                )
-                return gone and set(names[1:]) <= done
-
-            await eventually(all_seen, within=60, what="every pod's end in the log")
-            daemon.send_signal(signal.SIGTERM)
-            assert await daemon.wait(within=10) == 0
-
-
 async def test_a_partition_past_the_watch_history_relists_the_difference(tmp_path: Path) -> None:
     async with _cluster_and_config(tmp_path, time_scale=5) as (sim, config):
         log = tmp_path / "kbatchd.db"

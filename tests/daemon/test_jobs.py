@@ -7,7 +7,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 import pytest
 from kubernetes_asyncio import client, watch
@@ -18,12 +17,10 @@ from events.schema import Decided, Event, Observed, Outcome
 from tests.backends import on_cluster
 from tests.processes import (
     assert_reproduced,
-    daemon_config,
     eventually,
     kube_client,
     logged_events,
     running_daemon,
-    simulated_cluster_here,
     spawn,
 )
 
@@ -325,70 +322,6 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
     assert len(pods_created(events)) <= completions
     # The cluster never held a pod too many for the Job.
     assert len(pods_ever_held(events, "many")) == completions
-    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
-
-
-async def test_a_job_completes_exactly_through_conflicts_throttling_errors_and_cut_requests(
-    tmp_path: Path,
-) -> None:
-    """Conflicts, 429s, 500s, and requests whose connection is cut before or after the server
-    acted on them: the Job still completes with exactly its completions, no pod made twice."""
-    completions = 12
-    # The 429s ask for no wait: the daemon's own back-off paces its retries.
-    faults = "error-409=0.1,error-429=0.1,retry-after=0,error-500=0.05,drop-request=0.1"
-    args = ("--faults", faults, "--seed", "9", "--time-scale", "5")
-    async with (
-        simulated_cluster_here(tmp_path, *args) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp_path, kubeconfig)),
-        kube_client(kubeconfig) as api,
-    ):
-        batch = client.BatchV1Api(api)
-        body = job_body(
-            "bumpy",
-            parallelism=4,
-            completions=completions,
-            cpu="100m",
-            annotations={"sim.kbatchd.dev/run-seconds": "1"},
-        )
-
-        # The test's own client meets the faults too: retry its create like any client would.
-        async def create() -> bool:
-            try:
-                await batch.create_namespaced_job("default", body)
-            except ApiException as exc:
-                return bool(exc.status == 409 and "AlreadyExists" in (exc.body or ""))
-            except aiohttp.ClientError:
-                return False  # cut: made or not, the next try says
-            return True
-
-        await eventually(create, what="the Job created despite the faults")
-
-        async def complete() -> bool:
-            try:
-                job = await batch.read_namespaced_job("bumpy", "default")
-            except (ApiException, aiohttp.ClientError):
-                return False
-            conditions = job.status.conditions or []
-            return any(c.type == "Complete" and c.status == "True" for c in conditions)
-
-        await eventually(complete, within=90, what="the Job Complete")
-
-        async def read() -> Any:
-            try:
-                return await batch.read_namespaced_job("bumpy", "default")
-            except (ApiException, aiohttp.ClientError):
-                return None  # an injected 429, 500 or cut: ask again
-
-        job = await eventually(read, what="the finished Job read back")
-        assert job.status.succeeded == completions
-    events = await logged_events(tmp_path / "kbatchd.db")
-    outcomes = [e for _, e in events if isinstance(e, Outcome)]
-    assert any(not o.ok and o.code == 409 for o in outcomes), "no conflict was ever met"
-    # A create cut after the server made the pod comes back from its retry as AlreadyExists:
-    # the log's 201s may be fewer than the pods, never more, never twice for one name.
-    assert len(pods_created(events)) <= completions
-    # The cluster never held a pod too many for the Job.
-    assert len(pods_ever_held(events, "bumpy")) == completions
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
