@@ -37,6 +37,13 @@ def _injected(results: list[Result]) -> str:
     return ", ".join(f"{name} {n}" for name, n in sorted(total.items())) or "none"
 
 
+def _violations(results: list[Result]) -> str:
+    skipped = {r.skipped for r in results if r.skipped}
+    if skipped:
+        return f"skipped: {'; '.join(sorted(skipped))}"
+    return str(sum(len(r.violations) for r in results))
+
+
 def _table(rows: list[tuple[Fault, list[Result]]]) -> str:
     headers = ("fault", "runs", "injected", "violations", "seconds")
     cells = [
@@ -44,7 +51,7 @@ def _table(rows: list[tuple[Fault, list[Result]]]) -> str:
             fault.name,
             str(len(results)),
             _injected(results),
-            str(sum(len(r.violations) for r in results)),
+            _violations(results),
             f"{sum(r.seconds for r in results):.0f}",
         )
         for fault, results in rows
@@ -70,6 +77,8 @@ async def _campaign(options: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory(prefix="kbatchd-chaos-") as tmp:
                 result = await run(fault, seed, Path(tmp), size)
             mark = "ok" if not result.violations else f"{len(result.violations)} VIOLATIONS"
+            if result.skipped:
+                mark = f"skipped: {result.skipped}"
             print(
                 f"{fault.name} seed {seed}: {result.seconds:.1f} s, {mark}; injected: "
                 f"{_injected([result])}",

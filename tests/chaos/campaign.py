@@ -42,12 +42,13 @@ from tests.chaos.load import (
     submit,
     unfinished,
 )
+from tests.disk import copy_of_log, fill
 from tests.processes import (
     Child,
     daemon_config,
     eventually,
     logged_events,
-    running_daemon,
+    private_mounts,
     spawn,
 )
 
@@ -64,28 +65,60 @@ CATCH_UP_WITHIN: Final = 60.0
 
 class Daemon:
     """The daemon under test: started, SIGKILLed and started again on one log. Each
-    incarnation lives in a task of `group`, so that any task may kill it or start the next."""
+    incarnation lives in a task of `group`, so that any task may kill it or start the next.
+    With `mount` (a ``mount`` made in the daemon's own mount namespace, `private_mounts`),
+    its log lives there, at `log`, and is read from copies (`readable`)."""
 
-    def __init__(self, config: Path, log: Path, group: TaskGroup) -> None:
+    def __init__(
+        self, config: Path, log: Path, group: TaskGroup, mount: tuple[str, ...] = ()
+    ) -> None:
         self.config = config
         self.log = log
+        self.mount = mount
         self._group = group
         self._child: Child | None = None
         self._exited = anyio.Event()
+        self._copies = 0
 
     async def start(self) -> None:
         await self._group.start(self._incarnation)
 
     async def _incarnation(self, *, task_status: TaskStatus[None]) -> None:
         self._exited = anyio.Event()
+        log = ("--log", str(self.log)) if self.mount else ()
         try:
-            async with running_daemon(self.config) as child:
+            async with spawn(
+                "daemon", "run", "--config", str(self.config), *log, mount=self.mount
+            ) as child:
+                await child.wait_for(lambda line: '"synced"' in line)
                 self._child = child
                 task_status.started()
                 await child.process.wait()
         finally:
             self._child = None
             self._exited.set()
+
+    @property
+    def disk(self) -> Path | None:
+        """The directory of the log as this process reaches it, while the daemon runs."""
+        if self._child is None:
+            return None
+        if not self.mount:
+            return self.log.parent
+        return Path(f"/proc/{self._child.process.pid}/root{self.log.parent}")
+
+    async def readable(self) -> Path:
+        """A path to read the log at: itself, or (on the daemon's own disk) a fresh copy."""
+        disk = self.disk
+        if not self.mount or disk is None:
+            return self.log
+        self._copies += 1
+        into = self.config.parent / f"{self.log.stem}-copy-{self._copies}"
+        return await anyio.to_thread.run_sync(copy_of_log, disk, into, self.log.name)
+
+    def said(self, text: str) -> int:
+        """How many lines of the running daemon's output hold `text`."""
+        return sum(text in line for line in self._child.stdout) if self._child else 0
 
     async def _end(self, signum: signal.Signals, within: float) -> int | None:
         child = self._child
@@ -105,7 +138,10 @@ class Daemon:
         return child is not None and any('"leading"' in line for line in child.stdout)
 
     async def stop(self) -> int | None:
-        """SIGTERM; the exit code."""
+        """SIGTERM; the exit code. On the daemon's own disk, the log is copied out first
+        (`log` then names the copy): the disk goes with the process."""
+        if self.mount:
+            self.log = await self.readable()
         return await self._end(signal.SIGTERM, 30)
 
 
@@ -226,6 +262,24 @@ async def _server_down(world: World, sim: SimCluster, low: float, high: float) -
             await sim.server.start(sim.host, port)
 
 
+async def _disk_full(world: World) -> None:
+    """Fill the disk the log is on, at random points, and make room again after a while."""
+    daemon = world.daemon
+    while True:
+        await _pause(world, 0.5, 2.0)
+        disk = daemon.disk
+        if disk is None:
+            continue
+        filler = disk / "filler"
+        await anyio.to_thread.run_sync(fill, filler)
+        world.hits["disk-full"] += 1
+        try:
+            await _pause(world, 0.5, 2.0)
+        finally:
+            filler.unlink(missing_ok=True)
+            world.hits["append refused (logged)"] = daemon.said("database or disk is full")
+
+
 async def _restart_api_server(world: World) -> None:
     for _ in range(3):
         await _pause(world, 0.5, 2.0)
@@ -277,6 +331,7 @@ class Fault:
     runs: int = 3  # runs of the full campaign
     daemons: int = 1  # each with a log of its own
     clusters: int = 1  # or a manager and three workers (`load.dispatched`)
+    disk: str = ""  # a tmpfs of this size of the daemon's own, its log on it
     config: str = ""  # TOML appended to every daemon's settings
 
 
@@ -349,6 +404,14 @@ FAULTS: Final = (
         config=LEADER_ELECTION,
     ),
     Fault(
+        "disk-full",
+        "the log's disk (a 32 MB tmpfs) filled at random points, and room made again 0.5-2 s "
+        "later, over and over",
+        "",
+        _disk_full,
+        disk="32m",
+    ),
+    Fault(
         "worker-unreachable",
         "a manager and three worker clusters; dispatched Jobs fit, wait or preempt while a "
         "worker, drawn each time, stops answering for 1-4 s, over and over",
@@ -375,6 +438,7 @@ class Result:
     # Faults that struck, by name: the cluster's injections and the disturbance's acts.
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+    skipped: str = ""  # why the run could not be made here
 
 
 async def _not_reproduced(log: Path) -> list[str]:
@@ -414,6 +478,9 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
     """One run of `fault` with `seed`, in the directory `tmp`."""
     started = time.monotonic()
     result = Result(fault.name, seed)
+    if fault.disk and (why := private_mounts()):
+        result.skipped = f"needs a tmpfs of its own (unshare -rm): {why}"
+        return result
     rng = random.Random(seed)
     several = fault.clusters > 1
     load = dispatched(rng, size.dispatched) if several else build(rng, size)
@@ -435,6 +502,11 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         kubeconfigs = {n: s.kubeconfig_path for n, s in sims.items() if s.kubeconfig_path}
         group = await stack.enter_async_context(anyio.create_task_group())
         logs = ["kbatchd"] if fault.daemons == 1 else [f"kbatchd-{i}" for i in range(fault.daemons)]
+        disk = tmp / "disk"
+        mount = (
+            ("-t", "tmpfs", "-o", f"size={fault.disk}", "tmpfs", str(disk)) if fault.disk else ()
+        )
+        disk.mkdir()
         daemons = [
             Daemon(
                 daemon_config(
@@ -445,8 +517,9 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
                     extra=_settings(fault, kubeconfigs),
                     watch_inactivity_seconds=INACTIVITY_SECONDS,
                 ),
-                tmp / f"{log}.db",
+                (disk if mount else tmp) / f"{log}.db",
                 group,
+                mount,
             )
             for log in logs
         ]
@@ -476,12 +549,12 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
 
         for daemon in daemons:
 
-            async def behind(log: Path = daemon.log) -> list[str]:
-                logged = await logged_events(log)
+            async def behind(daemon: Daemon = daemon) -> list[str]:
+                logged = await logged_events(await daemon.readable())
                 return [v for n, s in sims.items() for v in invariants.log_behind(s, logged, n)]
 
-            async def caught_up(log: Path = daemon.log) -> bool:
-                return not await behind(log)
+            async def caught_up(daemon: Daemon = daemon) -> bool:
+                return not await behind(daemon)
 
             try:
                 await eventually(caught_up, within=CATCH_UP_WITHIN, what="the log caught up")

@@ -5,11 +5,9 @@ server deals out."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 from collections import Counter
@@ -32,6 +30,7 @@ from events.intents import Create
 from events.schema import Decided, Observed, Outcome, Resynced, Started, Tick
 from tests.backends import SIM, on_cluster, real_params
 from tests.daemon.embedded import job
+from tests.disk import copy_of_log, fill
 from tests.processes import (
     assert_reproduced,
     daemon_config,
@@ -270,29 +269,6 @@ async def _pods_of(core: client.CoreV1Api, job: str, namespace: str) -> list[Any
 RETRYING = "cannot append to the log; not acting until it takes the events"
 
 
-def _copy_of_log(directory: Path, into: Path) -> Path:
-    """A copy of the log ``kbatchd.db`` in `directory`, which a daemon may be writing: its
-    WAL copied after the database, so that the copy holds a prefix of the commits (a frame
-    torn by the copy fails its checksum, and what follows it is not read)."""
-    into.mkdir()
-    for name in ("kbatchd.db", "kbatchd.db-wal"):
-        shutil.copyfile(directory / name, into / name)
-    return into / "kbatchd.db"
-
-
-def _fill(path: Path) -> None:
-    """Write `path` until its filesystem is full."""
-    chunk = bytes(1 << 20)
-    with path.open("wb", buffering=0) as file:
-        while True:
-            try:
-                file.write(chunk)
-            except OSError as exc:
-                if exc.errno == errno.ENOSPC:
-                    return
-                raise
-
-
 async def test_a_full_disk_stops_the_acting_until_there_is_room_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
@@ -322,7 +298,7 @@ async def test_a_full_disk_stops_the_acting_until_there_is_room_and_loses_nothin
                     return body if response.status == status else None
 
             await eventually(lambda: readiness(200), what="/readyz 200")
-            await anyio.to_thread.run_sync(_fill, seen / "filler")
+            await anyio.to_thread.run_sync(fill, seen / "filler")
             body = await eventually(lambda: readiness(503), what="/readyz 503 on a full disk")
             assert body["log_writable"] is False
             assert re.fullmatch(
@@ -354,7 +330,7 @@ async def test_a_full_disk_stops_the_acting_until_there_is_room_and_loses_nothin
             assert body["log_error"] is None
             assert len(daemon.lines("log writable again; acting")) == 1
             # Read from a copy: SQLite resolves /proc/PID/root, a symlink, to our own root.
-            copy = await anyio.to_thread.run_sync(_copy_of_log, seen, tmp_path / "copy")
+            copy = await anyio.to_thread.run_sync(copy_of_log, seen, tmp_path / "copy")
             events = await logged_events(copy)
             pods = {p.metadata.name for p in await _pods_of(core, "waits", cluster.namespace)}
             daemon.send_signal(signal.SIGTERM)
