@@ -45,7 +45,7 @@ class Size:
     dispatched: int  # Jobs sent to several clusters (`dispatched`)
 
 
-FULL: Final = Size(indexed_jobs=3, plain_jobs=2, gangs=3, jobsets=1, dispatched=5)
+FULL: Final = Size(indexed_jobs=3, plain_jobs=2, gangs=3, jobsets=1, dispatched=8)
 SHORT: Final = Size(indexed_jobs=1, plain_jobs=1, gangs=2, jobsets=1, dispatched=3)
 
 
@@ -162,8 +162,10 @@ DISPATCHED: Final = "kbatchd.dev/multicluster"
 
 
 def _dispatched_job(name: str, rng: random.Random) -> dict[str, Any]:
-    """Two 8-GPU pods that must share a rack, of priority high, sent to the workers."""
-    body = job_body(name, parallelism=2, completions=2, annotations=_runs(rng))
+    """Two 8-GPU pods that must share a rack, of priority high, sent to the workers; running
+    longer than the other loads' pods, for the workers' outages to meet them at every step."""
+    runs = {"sim.kbatchd.dev/run-seconds": str(rng.choice((12, 16, 24)))}
+    body = job_body(name, parallelism=2, completions=2, annotations=runs)
     body["metadata"]["labels"] = {DISPATCHED: "true"}
     template = body["spec"]["template"]
     template["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = RACK_LABEL
