@@ -332,7 +332,7 @@ def daemon_config(
     API call tried again after 0.05 s (not 0.1 s), so that tests of what happens after a
     failure stay short; the health endpoint takes a free
     loopback port (several daemons may run at once); `job` are more keys of
-    ``[reconcilers.job]``, `daemon` of ``[daemon]`` (replacing those); `extra` is TOML
+    ``[reconcilers.job]`` and `daemon` of ``[daemon]`` (replacing those); `extra` is TOML
     appended at the end."""
     lines = [
         f'log = "{tmp / f"{name}.db"}"',
@@ -340,8 +340,10 @@ def daemon_config(
         f'name = "{cluster}"',
         f'kubeconfig = "{kubeconfig}"',
         "[reconcilers.job]",
-        "backoff_base_seconds = 1.0",
-        *(f"{key} = {json.dumps(value)}" for key, value in (job or {}).items()),
+        *(
+            f"{key} = {json.dumps(value)}"
+            for key, value in {"backoff_base_seconds": 1.0, **(job or {})}.items()
+        ),
         "[health]",
         'address = "127.0.0.1:0"',
         "[daemon]",

@@ -48,15 +48,24 @@ from kubernetes_asyncio import client
 
 from daemon.runtime import eventloop
 from daemon.sim.topology import BLOCK_LABEL, GPU, RACK_LABEL
+from tests.bench.realplane import (
+    KBATCHD_USER,
+    AuditEvent,
+    Calls,
+    events_quiet,
+    make_namespace,
+    remove_namespace,
+    schedulable,
+)
+from tests.bench.realplane import count_calls as count_calls_by
 from tests.bench.table import Table
-from tests.processes import daemon_config, eventually, kube_client, running_daemon
+from tests.processes import daemon_config, kube_client, running_daemon
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
 
 VERSION = "1.37.2"
 TOPOLOGY = "blocks=2,racks=8,hosts=16,gpus=8"
 GROUP, API = "scheduling.k8s.io", "v1beta1"
 KBATCHD, DEFAULT = "kbatchd", "default-scheduler"
-KBATCHD_USER = "system:serviceaccount:kube-system:kbatchd"
 SCHEDULER_AGENT = "kube-scheduler/"
 # 1,768 pods. The 2–16 draws of most seeds total more than the 1,823 that fit in any order
 # (see `rack_sizes`): this one is the first of the few tried that fits.
@@ -68,7 +77,6 @@ CREATORS = 8
 STALL, LIMIT = 60.0, 900.0
 # A namespace's Events are written once they have not changed for QUIET s.
 QUIET = 3.0
-WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # Condition types a PodGroup's admission is written as: kbatchd's, kube-scheduler 1.37's.
 SCHEDULED = ("PodGroupScheduled", "PodGroupInitiallyScheduled")
 
@@ -289,32 +297,6 @@ def _condition(group: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-async def _namespace(api: client.ApiClient, name: str) -> None:
-    core = client.CoreV1Api(api)
-    body: Any = {"metadata": {"name": name}}
-    await core.create_namespace(body)
-
-    async def has_account() -> bool:
-        listed = await core.list_namespaced_service_account(name)
-        return bool(listed.items)
-
-    await eventually(has_account, within=60, what=f"namespace {name}'s default ServiceAccount")
-
-
-async def _remove(api: client.ApiClient, name: str) -> None:
-    """The namespace gone, its pods first (grace 0: kwok lets them go at once), so the next
-    phase finds every GPU free."""
-    core = client.CoreV1Api(api)
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-    await core.delete_namespace(name, grace_period_seconds=0)
-
-    async def gone() -> bool:
-        listed = await core.list_namespace(field_selector=f"metadata.name={name}")
-        return not listed.items
-
-    await eventually(gone, within=300, what=f"namespace {name} removed")
-
-
 async def _play(
     api: client.ApiClient, scenario: Scenario, scheduler: str, namespace: str
 ) -> _Phase:
@@ -355,59 +337,17 @@ async def _play(
 # -- the audit log --------------------------------------------------------------------------
 
 
-class _User(msgspec.Struct):
-    username: str = ""
-
-
-class _Audit(msgspec.Struct):
-    auditID: str
-    verb: str
-    user: _User
-    requestReceivedTimestamp: str
-    userAgent: str = ""
-    objectRef: dict[str, Any] | None = None
-
-
-@dataclass
-class Calls:
-    all: int = 0
-    writes: int = 0
-    by: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub]" -> count
-
-
-def _stamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def count_calls(log: Path, offset: int, begin: datetime, end: datetime) -> dict[str, Calls]:
-    """The requests kbatchd and kube-scheduler made from `begin` to `end` (received then), read
-    from `offset` on: each request once (a watch has a ResponseStarted and a ResponseComplete
-    line)."""
-    decoder = msgspec.json.Decoder(_Audit)
-    first, last = _stamp(begin), _stamp(end)
-    counted: set[str] = set()
-    calls = {KBATCHD: Calls(), DEFAULT: Calls()}
-    with log.open("rb") as lines:
-        lines.seek(offset)
-        for line in lines:
-            event = decoder.decode(line)
-            if event.auditID in counted or not first <= event.requestReceivedTimestamp <= last:
-                continue
-            if event.user.username == KBATCHD_USER:
-                who = KBATCHD
-            elif event.userAgent.startswith(SCHEDULER_AGENT):
-                who = DEFAULT
-            else:
-                continue
-            counted.add(event.auditID)
-            mine = calls[who]
-            mine.all += 1
-            mine.writes += event.verb in WRITES
-            ref = event.objectRef or {}
-            what = f"{event.verb} {ref.get('resource', '?')}"
-            what += f"/{ref['subresource']}" if ref.get("subresource") else ""
-            mine.by[what] = mine.by.get(what, 0) + 1
-    return calls
+    """The requests kbatchd (its ServiceAccount) and kube-scheduler (its user agent) made from
+    `begin` to `end`, read from `offset` on."""
+
+    def who(event: AuditEvent) -> str | None:
+        if event.user.username == KBATCHD_USER:
+            return KBATCHD
+        return DEFAULT if event.userAgent.startswith(SCHEDULER_AGENT) else None
+
+    calls = count_calls_by(log, offset, begin, end, who)
+    return {KBATCHD: calls.get(KBATCHD, Calls()), DEFAULT: calls.get(DEFAULT, Calls())}
 
 
 # -- the figures ----------------------------------------------------------------------------
@@ -471,48 +411,6 @@ async def _scheduled_written(api: client.ApiClient, phase: _Phase) -> dict[str, 
     return groups
 
 
-class _Event(msgspec.Struct):
-    count: int = 0
-
-
-class _Events(msgspec.Struct):
-    items: list[_Event]
-
-
-async def _quiet(api: client.ApiClient, namespace: str) -> None:
-    """Until the namespace's Events have stood still for QUIET s (at most 60 s): both
-    schedulers write theirs after the fact, and those of what went before (the fill's
-    bindings) must not be counted as calls of what comes next."""
-    core = client.CoreV1Api(api)
-    decoder = msgspec.json.Decoder(_Events)
-    last: tuple[int, int] | None = None
-    since = time.perf_counter()
-    with anyio.move_on_after(60):
-        while True:
-            answer: Any = await core.list_namespaced_event(namespace, _preload_content=False)
-            items = decoder.decode(await answer.read()).items
-            now, seen = time.perf_counter(), (len(items), sum(e.count for e in items))
-            if seen != last:
-                last, since = seen, now
-            elif now - since >= QUIET:
-                return
-            await anyio.sleep(0.5)
-
-
-async def _schedulable(api: client.ApiClient) -> None:
-    """Every node free of taints. kube-controller-manager takes each new node's
-    `node.kubernetes.io/not-ready` taint off at about 5 nodes a second (its eviction rate
-    limit): the 256 nodes are all schedulable about 55 s after the start, and a phase begun
-    before would find part of the cluster closed (kbatchd refused the block gang three times
-    so, `TopologyPlacementFailed: ... allows to fit only 224 out of 1000 pod(s)`)."""
-
-    async def untainted() -> bool:
-        nodes = await client.CoreV1Api(api).list_node()
-        return all(not n.spec.taints for n in nodes.items)
-
-    await eventually(untainted, within=300, what="every node without taints")
-
-
 async def _priority_classes(api: client.ApiClient) -> None:
     scheduling = client.SchedulingV1Api(api)
     for name, value in CLASSES.items():
@@ -531,7 +429,7 @@ async def _phase(
     fill's gangs are all bound there, and what the scenario took of them."""
     print(f"gang_vs_scheduler: {scenario.name} with {scheduler}", flush=True)
     namespace = f"{scenario.name}-{scheduler}"
-    await _namespace(api, namespace)
+    await make_namespace(api, namespace)
     if fill is not None:
         filled = await _play(api, fill, scheduler, namespace)
         took = max((t for t, _ in filled.bound.values()), default=filled.start) - filled.start
@@ -540,17 +438,17 @@ async def _phase(
             flush=True,
         )
         if len(filled.bound) < sum(fill.sizes):
-            await _remove(api, namespace)
+            await remove_namespace(api, namespace)
             raise RuntimeError(
                 f"{scheduler} bound {len(filled.bound)} of the {sum(fill.sizes)} pods of "
                 f"{fill.title}: the {scenario.name} scenario needs them all"
             )
-        await _quiet(api, namespace)
+        await events_quiet(api, namespace, QUIET)
     offset = plane.audit_log.stat().st_size
     begin = datetime.now(UTC)
     phase = await _play(api, scenario, scheduler, namespace)
     groups = await _scheduled_written(api, phase)
-    await _quiet(api, namespace)
+    await events_quiet(api, namespace, QUIET)
     await anyio.sleep(1)  # the audit log is written as requests complete
     end = datetime.now(UTC)
     calls = count_calls(plane.audit_log, offset, begin, end)[scheduler]
@@ -570,7 +468,7 @@ async def _phase(
         print(f"  not admitted: {name}: {why}", flush=True)
     if fill is not None:
         print(f"  victims: {_victims(result)}", flush=True)
-    await _remove(api, phase.namespace)
+    await remove_namespace(api, phase.namespace)
     return result
 
 
@@ -654,7 +552,7 @@ async def run(table: Table, only: frozenset[str] = frozenset()) -> None:
         try:
             config = daemon_config(tmp, plane.kbatchd_kubeconfig, cluster="real")
             async with kube_client(plane.admin_kubeconfig) as api:
-                await _schedulable(api)
+                await schedulable(api)
                 await _priority_classes(api)
                 async with running_daemon(config):
                     for scenario in plain:

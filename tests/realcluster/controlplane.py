@@ -510,6 +510,11 @@ class ControlPlane:
         """kube-apiserver's audit log (written only when started with `audit`)."""
         return self.root / "audit.log"
 
+    def pid(self, name: str) -> int:
+        """The process id of the running component `name` (e.g. "kube-controller-manager")."""
+        (process,) = (p for p in self._processes if p.name == name)
+        return process.popen.pid
+
     def logs(self, name: str, lines: int = 20) -> str:
         text = (self.root / f"{name}.log").read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])

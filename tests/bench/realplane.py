@@ -1,0 +1,160 @@
+"""What the benches that put kbatchd beside an upstream component on one real control plane
+(`gang_vs_scheduler`, `job_vs_upstream`) share: a namespace per phase made and removed, the
+nodes' start-up taints waited out, and the API calls of each side counted from kube-apiserver's
+audit log (`ControlPlane.start(audit=True)`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from kubernetes_asyncio import client
+
+from tests.processes import eventually
+
+KBATCHD_USER = "system:serviceaccount:kube-system:kbatchd"
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+class _User(msgspec.Struct):
+    username: str = ""
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+
+
+class AuditEvent(msgspec.Struct):
+    """The fields of one audit line that the counts read."""
+
+    auditID: str
+    verb: str
+    user: _User
+    requestReceivedTimestamp: str
+    userAgent: str = ""
+    objectRef: dict[str, Any] | None = None
+    responseStatus: _Status | None = None
+
+
+@dataclass
+class Calls:
+    all: int = 0
+    writes: int = 0
+    by: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub]" -> count
+    refused: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub] code" -> count
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def count_calls(
+    log: Path,
+    offset: int,
+    begin: datetime,
+    end: datetime,
+    who: Callable[[AuditEvent], str | None],
+) -> dict[str, Calls]:
+    """The requests received from `begin` to `end`, read from `offset` on, counted under the
+    name `who` gives each (None: not counted): each request once (a watch has a
+    ResponseStarted and a ResponseComplete line)."""
+    decoder = msgspec.json.Decoder(AuditEvent)
+    first, last = _stamp(begin), _stamp(end)
+    counted: set[str] = set()
+    calls: dict[str, Calls] = {}
+    with log.open("rb") as lines:
+        lines.seek(offset)
+        for line in lines:
+            event = decoder.decode(line)
+            if event.auditID in counted or not first <= event.requestReceivedTimestamp <= last:
+                continue
+            name = who(event)
+            if name is None:
+                continue
+            counted.add(event.auditID)
+            mine = calls.setdefault(name, Calls())
+            mine.all += 1
+            mine.writes += event.verb in WRITES
+            ref = event.objectRef or {}
+            what = f"{event.verb} {ref.get('resource', '?')}"
+            what += f"/{ref['subresource']}" if ref.get("subresource") else ""
+            mine.by[what] = mine.by.get(what, 0) + 1
+            code = event.responseStatus.code if event.responseStatus else 0
+            if code >= 400:
+                mine.refused[f"{what} {code}"] = mine.refused.get(f"{what} {code}", 0) + 1
+    return calls
+
+
+async def make_namespace(api: client.ApiClient, name: str) -> None:
+    core = client.CoreV1Api(api)
+    body: Any = {"metadata": {"name": name}}
+    await core.create_namespace(body)
+
+    async def has_account() -> bool:
+        listed = await core.list_namespaced_service_account(name)
+        return bool(listed.items)
+
+    await eventually(has_account, within=60, what=f"namespace {name}'s default ServiceAccount")
+
+
+async def remove_namespace(api: client.ApiClient, name: str) -> None:
+    """The namespace gone, its pods first (grace 0: kwok lets them go at once), so the next
+    phase finds every node free."""
+    core = client.CoreV1Api(api)
+    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    await core.delete_namespace(name, grace_period_seconds=0)
+
+    async def gone() -> bool:
+        listed = await core.list_namespace(field_selector=f"metadata.name={name}")
+        return not listed.items
+
+    await eventually(gone, within=300, what=f"namespace {name} removed")
+
+
+async def schedulable(api: client.ApiClient) -> None:
+    """Every node free of taints. kube-controller-manager takes each new node's
+    `node.kubernetes.io/not-ready` taint off at about 5 nodes a second (its eviction rate
+    limit): 256 nodes are all schedulable about 55 s after the start, and a phase begun
+    before would find part of the cluster closed (kbatchd refused gang_vs_scheduler's block
+    gang three times so, `TopologyPlacementFailed: ... allows to fit only 224 out of 1000
+    pod(s)`)."""
+
+    async def untainted() -> bool:
+        nodes = await client.CoreV1Api(api).list_node()
+        return all(not n.spec.taints for n in nodes.items)
+
+    await eventually(untainted, within=300, what="every node without taints")
+
+
+class _Event(msgspec.Struct):
+    count: int = 0
+
+
+class _Events(msgspec.Struct):
+    items: list[_Event]
+
+
+async def events_quiet(api: client.ApiClient, namespace: str, quiet: float) -> None:
+    """Until the namespace's Events have stood still for `quiet` s (at most 60 s): controllers
+    and schedulers write theirs after the fact, and those of what went before must not be
+    counted as calls of what comes next (nor left out of what made them)."""
+    core = client.CoreV1Api(api)
+    decoder = msgspec.json.Decoder(_Events)
+    last: tuple[int, int] | None = None
+    since = time.perf_counter()
+    with anyio.move_on_after(60):
+        while True:
+            answer: Any = await core.list_namespaced_event(namespace, _preload_content=False)
+            items = decoder.decode(await answer.read()).items
+            now, seen = time.perf_counter(), (len(items), sum(e.count for e in items))
+            if seen != last:
+                last, since = seen, now
+            elif now - since >= quiet:
+                return
+            await anyio.sleep(0.5)
