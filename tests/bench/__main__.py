@@ -25,8 +25,10 @@ SECTIONS = (
     "gang",
     "gang_real",
     "gang_vs_scheduler",
+    "job_vs_upstream",
     "multicluster",
     "kills",
+    "scale",
 )
 
 

@@ -49,7 +49,6 @@ it alone, the sizes (Jobs; the one Job's pods) multiplied by F."""
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -64,6 +63,7 @@ from kubernetes_asyncio import client
 
 from daemon.runtime import eventloop
 from daemon.sim.topology import RACK_LABEL
+from tests.bench.proc import cpu_seconds
 from tests.bench.realplane import (
     KBATCHD_USER,
     AuditEvent,
@@ -447,13 +447,6 @@ async def _until(phase: _Phase, done: Callable[[], bool], limit: float) -> bool:
 
 
 # -- CPU and the audit log ------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of the process so far (/proc/PID/stat, fields 14 and 15)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _who(event: AuditEvent) -> str | None:
