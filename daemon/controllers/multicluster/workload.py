@@ -109,12 +109,12 @@ def demand_of(state: State, cluster: str, key: str, workload: Workload) -> Deman
     )
 
 
-_FINISHED: Final = frozenset({"Complete", "Completed", "Failed"})
-
-
 def _finished(copy: Workload) -> bool:
-    conditions = copy.status.get("conditions") or ()
-    return any(c.get("type") in _FINISHED and c.get("status") == "True" for c in conditions)
+    """The Job (JobSet) controllers' own rule; a copy they cannot read is not finished."""
+    try:
+        return view_job(copy).finished if isinstance(copy, Job) else view_jobset(copy).finished
+    except (JobSpecError, JobSetSpecError):
+        return False
 
 
 def _pods_of_copy(state: State, copy: Workload, worker: str) -> list[Pod]:
