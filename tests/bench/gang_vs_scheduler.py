@@ -56,6 +56,7 @@ from tests.bench.realplane import (
     make_namespace,
     remove_namespace,
     schedulable,
+    watch_namespace,
 )
 from tests.bench.realplane import count_calls as count_calls_by
 from tests.bench.table import Table
@@ -228,30 +229,6 @@ class _Phase:
             self.changed = anyio.Event()
 
 
-async def _watch(api: client.ApiClient, phase: _Phase, version: str) -> None:
-    """Every pod of the namespace, from `version` on, decoded raw (the generated models know
-    no `schedulingGroup` and would cost this process more than the watch)."""
-    core = client.CoreV1Api(api)
-    decoder = msgspec.json.Decoder(_WatchEvent)
-    while True:
-        response: Any = await core.list_namespaced_pod(
-            phase.namespace,
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=120,
-            _preload_content=False,
-            _request_timeout=150,
-        )
-        async with response:
-            async for line in response.content:
-                event = decoder.decode(line)
-                if event.type == "ERROR":
-                    raise RuntimeError(f"watch of {phase.namespace}: {line[:300]!r}")
-                version = event.object.metadata.resourceVersion or version
-                phase.seen(event.type, event.object)
-
-
 async def _ok(answer: Any, what: str) -> None:
     async with answer:
         body = await answer.read()
@@ -310,7 +287,9 @@ async def _play(
     gangs = _objects(scenario, scheduler, phase.namespace)
     total = sum(scenario.sizes)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_watch, api, phase, version)
+        decoder = msgspec.json.Decoder(_WatchEvent)
+        list_pods = client.CoreV1Api(api).list_namespaced_pod
+        tasks.start_soon(watch_namespace, list_pods, phase.namespace, version, decoder, phase.seen)
         phase.start = time.perf_counter()
         # A few creators at once: one alone waits on every round trip. A gang's pods are
         # created by one creator, except the one big gang's, which all of them share.

@@ -73,6 +73,7 @@ from tests.bench.realplane import (
     make_namespace,
     remove_namespace,
     schedulable,
+    watch_namespace,
 )
 from tests.bench.table import Table
 from tests.processes import daemon_config, eventually, kube_client, running_daemon
@@ -323,54 +324,6 @@ async def _version(answer: Any) -> str:
     return msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
 
 
-async def _watch_pods(api: client.ApiClient, phase: _Phase, version: str) -> None:
-    """Every pod of the namespace from `version` on, decoded raw (the generated models would
-    cost this process, which shares 2 cores with what it measures, more than the watch)."""
-    core = client.CoreV1Api(api)
-    decoder = msgspec.json.Decoder(_PodEvent)
-    while True:
-        response: Any = await core.list_namespaced_pod(
-            phase.namespace,
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=120,
-            _preload_content=False,
-            _request_timeout=150,
-        )
-        async with response:
-            async for line in response.content:
-                event = decoder.decode(line)
-                if event.type == "ERROR":
-                    raise RuntimeError(f"pod watch of {phase.namespace}: {line[:300]!r}")
-                version = event.object.metadata.resourceVersion or version
-                if event.type != "BOOKMARK":
-                    phase.pod(event.type, event.object)
-
-
-async def _watch_jobs(api: client.ApiClient, phase: _Phase, version: str) -> None:
-    batch = client.BatchV1Api(api)
-    decoder = msgspec.json.Decoder(_JobEvent)
-    while True:
-        response: Any = await batch.list_namespaced_job(
-            phase.namespace,
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=120,
-            _preload_content=False,
-            _request_timeout=150,
-        )
-        async with response:
-            async for line in response.content:
-                event = decoder.decode(line)
-                if event.type == "ERROR":
-                    raise RuntimeError(f"Job watch of {phase.namespace}: {line[:300]!r}")
-                version = event.object.metadata.resourceVersion or version
-                if event.type != "BOOKMARK":
-                    phase.job(event.type, event.object)
-
-
 async def _fail_first_attempts(api: client.ApiClient, phase: _Phase) -> None:
     """The pods `_Phase.pod` picked made to exit 1, as soon as they are seen (kwok reads the
     annotation when their run ends, 2 s after they start)."""
@@ -528,8 +481,12 @@ async def _phase(
     kcm = plane.pid(CONTROLLER_MANAGER)
     names = set(scenario.names())
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_watch_pods, api, phase, pods_at)
-        tasks.start_soon(_watch_jobs, api, phase, jobs_at)
+        pods = msgspec.json.Decoder(_PodEvent)
+        jobs = msgspec.json.Decoder(_JobEvent)
+        list_pods = client.CoreV1Api(api).list_namespaced_pod
+        list_jobs = client.BatchV1Api(api).list_namespaced_job
+        tasks.start_soon(watch_namespace, list_pods, phase.namespace, pods_at, pods, phase.pod)
+        tasks.start_soon(watch_namespace, list_jobs, phase.namespace, jobs_at, jobs, phase.job)
         tasks.start_soon(_fail_first_attempts, api, phase)
         if scenario.suspended:
             await _create(api, phase)

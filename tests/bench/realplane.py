@@ -6,7 +6,7 @@ audit log (`ControlPlane.start(audit=True)`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -158,3 +158,34 @@ async def events_quiet(api: client.ApiClient, namespace: str, quiet: float) -> N
             elif now - since >= quiet:
                 return
             await anyio.sleep(0.5)
+
+
+async def watch_namespace(
+    list_call: Callable[..., Awaitable[Any]],
+    namespace: str,
+    version: str,
+    decoder: msgspec.json.Decoder[Any],
+    seen: Callable[[str, Any], None],
+) -> None:
+    """Every object `list_call` lists in `namespace` from `version` on, decoded raw by
+    `decoder` (the generated models would cost this process, which shares 2 cores with what
+    it measures, more than the watch), handed to `seen` with its event type; bookmarks only
+    move the version. Re-watched whenever the server ends the stream."""
+    while True:
+        response: Any = await list_call(
+            namespace,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=120,
+            _preload_content=False,
+            _request_timeout=150,
+        )
+        async with response:
+            async for line in response.content:
+                event = decoder.decode(line)
+                if event.type == "ERROR":
+                    raise RuntimeError(f"watch of {namespace}: {line[:300]!r}")
+                version = event.object.metadata.resourceVersion or version
+                if event.type != "BOOKMARK":
+                    seen(event.type, event.object)
