@@ -30,6 +30,7 @@ from daemon.tools.verify import verify
 from events.store import EventLog
 from tests.chaos import damage, invariants
 from tests.chaos.load import (
+    CLUSTER,
     MANAGER,
     SHORT,
     TOPOLOGY,
@@ -52,7 +53,6 @@ from tests.processes import (
     spawn,
 )
 
-CLUSTER: Final = "sim-0"
 # The simulated clusters run pods at 4x; bookmarks every simulated second keep a healthy watch
 # well inside the daemon's 2 s inactivity deadline, which a stalled watch then runs out.
 TIME_SCALE: Final = 4.0
@@ -506,7 +506,8 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         mount = (
             ("-t", "tmpfs", "-o", f"size={fault.disk}", "tmpfs", str(disk)) if fault.disk else ()
         )
-        disk.mkdir()
+        if mount:
+            disk.mkdir()
         daemons = [
             Daemon(
                 daemon_config(

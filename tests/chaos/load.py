@@ -24,6 +24,8 @@ from tests.daemon.test_jobs import job_body
 from tests.daemon.test_jobsets import jobset, replicated
 
 NAMESPACE: Final = "default"
+# The one cluster of a single-cluster run, as the daemon's settings name it.
+CLUSTER: Final = "sim-0"
 # 4 racks of 4 hosts of 8 GPUs: a gang of up to 32 one-GPU pods fits in a rack.
 TOPOLOGY: Final = "blocks=1,racks=4,hosts=4,gpus=8"
 PODGROUPS: Final = lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
@@ -58,7 +60,7 @@ class Load:
 
     # Submitted to `home`, after `everywhere` to every cluster and `fill` to the workers.
     objects: Objects = field(default_factory=list)
-    home: str = "sim-0"
+    home: str = CLUSTER
     everywhere: Objects = field(default_factory=list)
     fill: dict[str, Objects] = field(default_factory=dict)
     jobs: list[str] = field(default_factory=list)
