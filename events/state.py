@@ -143,6 +143,9 @@ class State(msgspec.Struct):
     # ``Job/cluster/namespace/name`` -> one more than the highest pod ordinal seen on its pods:
     # where the next pod's ordinal (and so its name) starts.
     pod_ordinals: dict[str, int] = {}
+    # ``Job/cluster/namespace/name`` -> when kbatchd last decided a write of its status: where
+    # the batch window of its next counters-only write starts (`job.status.batched_until`).
+    job_status_written: dict[str, int] = {}
     # ``cluster/namespace/podgroup`` -> keys of the pods naming it in spec.schedulingGroup;
     # cluster -> (-priority, creation time, key) of its PodGroups waiting for room, highest
     # priority then oldest first (both kept by `gang.projection`; older snapshots kept an

@@ -12,7 +12,8 @@ import pytest
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from events.intents import Create
+from daemon.controllers.job.status import BATCHED_FIELDS
+from events.intents import Create, Patch
 from events.schema import Decided, Event, Observed, Outcome
 from tests.backends import on_cluster
 from tests.processes import (
@@ -86,6 +87,24 @@ def pods_created(events: list[tuple[int, Event]]) -> list[str]:
 async def pods_of(core: client.CoreV1Api, job: str, namespace: str = "default") -> list[Any]:
     found = await core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
     return list(found.items)
+
+
+def waves_body(name: str, completions: int, run_seconds: int) -> dict[str, Any]:
+    """A Job of `completions` small pods, 10 at a time, each running `run_seconds`."""
+    return job_body(
+        name,
+        parallelism=10,
+        completions=completions,
+        cpu="100m",
+        annotations={"sim.kbatchd.dev/run-seconds": str(run_seconds)},
+    )
+
+
+async def completed(batch: client.BatchV1Api, job: str, namespace: str) -> Any:
+    """The Job's status once it is Complete, else None."""
+    status = (await batch.read_namespaced_job(job, namespace)).status
+    conditions = status.conditions or []
+    return status if any(c.type == "Complete" and c.status == "True" for c in conditions) else None
 
 
 async def replacement_order(
@@ -288,14 +307,7 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
         ns = cluster.namespace
         async with kube_client(cluster.admin) as api:
             core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-            body = job_body(
-                "many",
-                parallelism=10,
-                completions=completions,
-                cpu="100m",
-                annotations={"sim.kbatchd.dev/run-seconds": "1"},
-            )
-            await batch.create_namespaced_job(ns, body)
+            await batch.create_namespaced_job(ns, waves_body("many", completions, 1))
             async with spawn("daemon", "run", "--config", str(config)) as daemon:
 
                 async def some_pods() -> bool:
@@ -305,16 +317,11 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
                 daemon.send_signal(signal.SIGKILL)
                 await daemon.wait()
             async with running_daemon(config):
-
-                async def complete() -> bool:
-                    job = await batch.read_namespaced_job("many", ns)
-                    conditions = job.status.conditions or []
-                    return any(c.type == "Complete" and c.status == "True" for c in conditions)
-
-                await eventually(complete, within=90, what="the Job Complete")
-                job = await batch.read_namespaced_job("many", ns)
-                assert job.status.succeeded == completions
-                assert not job.status.failed
+                status = await eventually(
+                    lambda: completed(batch, "many", ns), within=90, what="the Job Complete"
+                )
+                assert status.succeeded == completions
+                assert not status.failed
     events = await logged_events(tmp_path / "kbatchd.db")
     # A create the kill cut off after the server made the pod has no outcome in the log (the
     # restarted daemon marks it unconfirmed and finds the pod in its relist): the log's 201s
@@ -322,6 +329,55 @@ async def test_a_killed_daemon_restarts_without_duplicate_or_lost_pods(
     assert len(pods_created(events)) <= completions
     # The cluster never held a pod too many for the Job.
     assert len(pods_ever_held(events, "many")) == completions
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
+def status_writes(events: list[tuple[int, Event]], job: str) -> list[tuple[int, dict[str, Any]]]:
+    """(when decided, status fields) of each status write of Job `job` in the log."""
+    return [
+        (e.at, intent.patch["status"])
+        for _, e in events
+        if isinstance(e, Decided)
+        for intent in e.intents
+        if isinstance(intent, Patch)
+        and intent.kind == "Job"
+        and intent.name == job
+        and intent.subresource == "status"
+        and isinstance(intent.patch, dict)
+    ]
+
+
+async def test_a_jobs_counters_are_written_at_most_once_a_second_while_its_pods_run(
+    tmp_path: Path, backend: str
+) -> None:
+    completions = 30
+    async with (
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path)),
+        kube_client(cluster.admin) as api,
+    ):
+        batch = client.BatchV1Api(api)
+        ns = cluster.namespace
+        await batch.create_namespaced_job(ns, waves_body("waves", completions, 2))
+        status = await eventually(
+            lambda: completed(batch, "waves", ns), within=90, what="the Job Complete"
+        )
+        assert (status.succeeded, status.active, status.ready) == (completions, 0, 0)
+    writes = status_writes(await logged_events(tmp_path / "kbatchd.db"), "waves")
+    # Every write inside the window of the one before it is one that may not wait: it
+    # changes more than the counters, or leaves no pod active (the status the writes build
+    # up is the Job's, which only kbatchd writes).
+    written: dict[str, Any] = {}
+    previous: int | None = None
+    for at, patch in writes:
+        written |= patch
+        counters_only = BATCHED_FIELDS.issuperset(patch)
+        if previous is not None and at - previous < 1000 and counters_only:
+            assert written.get("active") == 0, f"a write {at - previous} ms after the last"
+        previous = at
+    # 30 pods that are created, start, turn ready and finish, in three waves: once a pod
+    # without the window (Complete is the last of them).
+    assert len(writes) < completions, writes
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 

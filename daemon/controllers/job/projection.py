@@ -26,6 +26,8 @@ Two facts must outlive it, so the fold keeps them per Job, keyed by the Job's re
   whatever is unaccounted at its next sync under the policy then in force). The record is
   dropped with the Job (upstream also drops it when the Job finishes; a finished Job creates
   no pods, so keeping it changes nothing).
+- **When its status was last written**, by a decision of kbatchd's: where the batch window
+  of the next write starts (`daemon.controllers.job.status.batched_until`).
 - **The pod ordinal watermark**: one more than the highest `POD_ORDINAL_ANNOTATION` on any
   pod observed for the Job. Pod names are derived from the ordinal, and a pod created by
   kbatchd cannot disappear before kbatchd observed it (its finalizer holds it), so a create
@@ -42,6 +44,7 @@ from __future__ import annotations
 from typing import Final
 
 from events.hooks import Change, Dirty, FoldHooks
+from events.intents import Patch
 from events.objects import (
     JOB_TRACKING_FINALIZER,
     POD_ORDINAL_ANNOTATION,
@@ -49,6 +52,7 @@ from events.objects import (
     Job,
     Pod,
 )
+from events.schema import Decided
 from events.state import BackoffRecord, State
 
 _NONE: Final = 0
@@ -122,6 +126,7 @@ def job_changed(state: State, key: str, old: Job | None, new: Job | None) -> Non
         ref = "Job/" + key
         state.job_backoff.pop(ref, None)
         state.pod_ordinals.pop(ref, None)
+        state.job_status_written.pop(ref, None)
         return
     if old is not None and old.uid == new.uid:
         return
@@ -131,6 +136,7 @@ def job_changed(state: State, key: str, old: Job | None, new: Job | None) -> Non
     # success. Ordinals need no reset: a new Job's names derive from its own uid.
     ref = "Job/" + key
     state.job_backoff.pop(ref, None)
+    state.job_status_written.pop(ref, None)
     keys = state.children.get(ref)
     if not keys:
         return
@@ -213,4 +219,13 @@ def _job_observed(state: State, change: Change, dirty: Dirty | None) -> None:
     job_changed(state, change.key, change.old, change.new)
 
 
-FOLD: Final = FoldHooks(observed={"Pod": _pod_observed, "Job": _job_observed})
+def status_written(state: State, seq: int, decision: Decided) -> None:
+    """Note when a decision writes a Job's status."""
+    for intent in decision.intents:
+        if type(intent) is Patch and intent.kind == "Job" and intent.subresource == "status":
+            state.job_status_written[intent.ref] = decision.at
+
+
+FOLD: Final = FoldHooks(
+    observed={"Pod": _pod_observed, "Job": _job_observed}, decided=status_written
+)

@@ -10,8 +10,9 @@ costs a handful of calls. kbatchd therefore holds back a *drop* of `ready` for a
 - a pod that was counted ready stays counted for `grace` after its Ready condition turned
   False, so a drop that recovers inside the window is never written;
 - once a drop is older than the window it is written, with the true count;
-- any other status change (counters, conditions, terminating, …) is written at once and
-  carries the true count, so the held value never outlives the next write;
+- any other status change (counters, conditions, terminating, …) is not held by this (the
+  status batch window may still hold counters, `status.batched_until`) and carries the true
+  count, so the held value never outlives the next write;
 - a grace of 0 is upstream's behaviour.
 """
 

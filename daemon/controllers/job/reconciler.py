@@ -48,6 +48,7 @@ from events.state import State
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
 DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
 DEFAULT_READY_DECREASE_GRACE_MS: Final = 0
+DEFAULT_STATUS_BATCH_MS: Final = 1000
 
 if TYPE_CHECKING:
     from daemon.service.config import Settings
@@ -71,6 +72,9 @@ class JobReconciler:
     # A drop of status.ready is written only once it outlasts this (0: at once, as upstream);
     # see `jobready` for why.
     ready_decrease_grace_ms: int = DEFAULT_READY_DECREASE_GRACE_MS
+    # While pods run, counters-only status changes wait until this long after the Job's
+    # previous status write (`status.batched_until`; 0: written at once).
+    status_batch_ms: int = DEFAULT_STATUS_BATCH_MS
     # Jobs without spec.scheduling get a Workload and PodGroup too, as upstream's
     # WorkloadWithJob gate gives them (`daemon.controllers.job.gang`).
     workload_with_job: bool = False
@@ -182,6 +186,7 @@ def configured(settings: Settings) -> JobReconciler:
         backoff_base_ms=int(job.backoff_base_seconds * 1000),
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
+        status_batch_ms=int(job.status_batch_seconds * 1000),
         workload_with_job=job.workload_with_job,
         **dispatched(settings),
     )

@@ -3,11 +3,16 @@
 The status is sent as a JSON merge patch on the `status` subresource holding only the fields
 that change; lists (conditions, uncounted UIDs) are always sent whole because a merge patch
 replaces lists. Times are RFC 3339 at second precision, which is what `metav1.Time` keeps.
+
+Writes are batched as upstream batches its pod-triggered syncs (`SyncJobBatchPeriod`, 1 s):
+while pods run, a change of the counters alone waits until a window has passed since the
+Job's previous status write, so a Job whose pods start, turn ready and finish one by one
+writes once a window instead of once a pod (`batched_until`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -112,3 +117,35 @@ def status_patch(view: JobView, want: Desired) -> dict[str, Any]:
     if view.conditions != want.conditions:
         patch["conditions"] = want.conditions
     return patch
+
+
+# The fields whose change may wait for the batch window: counters and the accounting lists.
+# Conditions, startTime, completionTime and failedIndexes change what others act on (the
+# Job finishing or failing, its deadline, an index given up), so they are written at once.
+BATCHED_FIELDS: Final = frozenset(
+    {
+        "active",
+        "ready",
+        "terminating",
+        "succeeded",
+        "failed",
+        "completedIndexes",
+        "uncountedTerminatedPods",
+    }
+)
+
+
+def batched_until(
+    patch: dict[str, Any], active: int, written_at: int | None, now: int, window_ms: int
+) -> int | None:
+    """Until when the status `patch` waits, or None to write it now.
+
+    It waits only while pods are active (the write that lets a Job finish goes at once), only
+    if every field it changes is a batched one, and only until `window_ms` after the Job's
+    previous status write (`written_at`, None: none is known, as after a restart)."""
+    if window_ms <= 0 or not patch or active == 0 or written_at is None:
+        return None
+    if not BATCHED_FIELDS.issuperset(patch):
+        return None
+    until = written_at + window_ms
+    return until if until > now else None

@@ -46,6 +46,7 @@ from daemon.controllers.job.spec import (
 )
 from daemon.controllers.job.status import (
     Desired,
+    batched_until,
     ensure_condition,
     parse_time,
     status_patch,
@@ -69,6 +70,8 @@ class Options(Protocol):
     def backoff_max_ms(self) -> int: ...
     @property
     def ready_decrease_grace_ms(self) -> int: ...
+    @property
+    def status_batch_ms(self) -> int: ...
 
 
 # upstream MaxPodCreateDeletePerSync and MaxUncountedPods
@@ -787,7 +790,8 @@ class Sync:
             failed_indexes=str(self.failed_indexes) if view.per_index else None,
             completion_time=completion_time,
         )
-        intents = self._intents(self._hold_ready_drop(status_patch(view, want), ready))
+        patch = self._hold_ready_drop(status_patch(view, want), ready)
+        intents = self._intents(self._batch(patch, active))
         requeue = min((t for t in self.plan.requeue if t > self.now), default=None)
         if not intents:
             if self.plan.holding is not None:
@@ -819,6 +823,27 @@ class Sync:
             f"ReadyDropHeld: status.ready stays {written} while {ready} pod(s) are ready; "
             f"the drop is written at {rfc3339(until)} unless the pods are ready again"
         )
+        return {}
+
+    def _batch(self, patch: dict[str, Any], active: int) -> dict[str, Any]:
+        """Leave out a counters-only patch inside the batch window (`status.batched_until`)."""
+        until = batched_until(
+            patch,
+            active,
+            self.state.job_status_written.get(self.key),
+            self.now,
+            self.rec.status_batch_ms,
+        )
+        if until is None:
+            return patch
+        self.plan.requeue.append(until)
+        plan = self.plan
+        if plan.creates or plan.deletes or plan.releases or plan.disruptions or plan.objects:
+            plan.notes.append(f"status counters written at {rfc3339(until)}")
+        else:
+            plan.head = plan.head or (
+                f"StatusBatched: the Job's counters are written at {rfc3339(until)}"
+            )
         return {}
 
     def _account(self, target: _Target | None, books: _Books) -> None:

@@ -11,8 +11,9 @@ from msgspec.structs import replace
 
 from daemon.controllers.job import projection as jobs
 from events.fold import fold, fold_all
+from events.intents import Intent, Patch
 from events.objects import JOB_TRACKING_FINALIZER, POD_ORDINAL_ANNOTATION, Job, OwnerRef, Pod
-from events.schema import Change, Event
+from events.schema import Change, Decided, Event
 from events.state import BackoffRecord, State, decode_state, empty_state, encode_state
 from tests.events.builders import job_owner, make_job, make_pod, observed
 
@@ -317,6 +318,43 @@ def test_backoff_record_survives_a_snapshot_anywhere(
 )
 def test_pod_ordinals(events: list[Event], expected: dict[str, int]) -> None:
     assert run(events).pod_ordinals == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# When the status was last written: the start of the batch window
+
+
+def decided(at: int, *intents: Intent, key: str = REF) -> Event:
+    return Decided(at=at, reconciler="job", key=key, reason="r", intents=intents)
+
+
+STATUS = Patch("c1", "Job", "ns", "train", patch={"status": {"ready": 1}}, subresource="status")
+POD_STATUS = Patch("c1", "Pod", "ns", "p", patch={"status": {}}, subresource="status")
+SPEC = Patch("c1", "Job", "ns", "train", patch={"spec": {"suspend": True}})
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        pytest.param([added(), decided(7, STATUS)], {REF: 7}, id="status-write"),
+        pytest.param(
+            [added(), decided(7, STATUS), decided(9, STATUS)], {REF: 9}, id="the-newest-write"
+        ),
+        pytest.param([added(), decided(7, POD_STATUS, SPEC)], {}, id="not-the-jobs-status"),
+        # A dispatcher's decision keyed by another object writing this Job's status.
+        pytest.param(
+            [added(), decided(7, STATUS, key="JobSet/c1/ns/x")], {REF: 7}, id="any-decision"
+        ),
+        pytest.param(
+            [added(), decided(7, STATUS), seen(TOF, "DELETED")], {}, id="dropped-with-the-job"
+        ),
+        pytest.param(
+            [added(), decided(7, STATUS), seen(SUCCESSOR)], {}, id="dropped-for-a-new-job"
+        ),
+    ],
+)
+def test_status_written(events: list[Event], expected: dict[str, int]) -> None:
+    assert run(events).job_status_written == expected
 
 
 # ---------------------------------------------------------------------------------------------
