@@ -266,6 +266,20 @@ class ControlPlane:
         process.popen = self._popen(process.argv, process.log)
         self._wait_ready("/readyz")
 
+    def stop_etcd(self) -> None:
+        """SIGKILL etcd (not for a plane sharing another's etcd, `beside`): kube-apiserver
+        keeps running, and what it asks of etcd fails or waits until `start_etcd`."""
+        (process,) = (p for p in self._processes if p.name == "etcd")
+        os.killpg(process.popen.pid, signal.SIGKILL)
+        process.popen.wait(timeout=30)
+
+    def start_etcd(self) -> None:
+        """Start the etcd `stop_etcd` killed on its data directory and ports, and wait for
+        kube-apiserver to be ready again."""
+        (process,) = (p for p in self._processes if p.name == "etcd")
+        process.popen = self._popen(process.argv, process.log)
+        self._wait_ready("/readyz")
+
     def _check_alive(self) -> None:
         for p in self._processes:
             if p.popen.poll() is not None:
