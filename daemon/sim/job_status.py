@@ -4,13 +4,35 @@ at changes, so an unrelated write to an already inconsistent Job is accepted."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from daemon.sim.errors import OMIT, FieldError, invalid, required
 from daemon.sim.store import parse_rfc3339
 from daemon.sim.validation import condition_true, non_negative
 
 Obj = dict[str, Any]
+
+# `JobStatus`'s fields that are plain (not pointer) and omitempty in Go: the server stores and
+# serves them absent when zero. `ready` and `terminating` are pointers: their 0 stays.
+_OMITTED_WHEN_ZERO: Final = (
+    ("active", 0),
+    ("succeeded", 0),
+    ("failed", 0),
+    ("completedIndexes", ""),
+)
+
+
+def stored_status(status: Obj) -> Obj:
+    """A written Job status as the real server stores it: its zero counters dropped."""
+    zeros = [
+        field
+        for field, zero in _OMITTED_WHEN_ZERO
+        if field in status and type(status[field]) is type(zero) and status[field] == zero
+    ]
+    if not zeros:
+        return status
+    return {k: v for k, v in status.items() if k not in zeros}
+
 
 # -- job status (spec A4) -------------------------------------------------------------------
 

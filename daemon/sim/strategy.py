@@ -89,8 +89,11 @@ def prepare_status_update(resource: Resource, old: Obj, new: Obj) -> Obj:
     request's parts as they are (the registry owns the request body); only the metadata dict,
     where the resourceVersion is stamped, is its own."""
     result: Obj = {**old, "metadata": {**old["metadata"]}}
-    if new.get("status") is not None:
-        result["status"] = new["status"]
+    status = new.get("status")
+    if isinstance(status, dict) and resource.kind == "Job":
+        result["status"] = job_status.stored_status(status)
+    elif status is not None:
+        result["status"] = status
     else:
         result.pop("status", None)
     new_meta = new.get("metadata") or {}

@@ -213,10 +213,10 @@ async def test_status_subresource_is_separate(api: client.ApiClient) -> None:
     patched = await batch.patch_namespaced_job_status(
         "j",
         "default",
-        {"spec": {"parallelism": 9}, "status": {"active": 0, "ready": 0}},
+        {"spec": {"parallelism": 9}, "status": {"active": 1, "ready": 0}},
         _content_type="application/merge-patch+json",
     )
-    assert patched.status.active == 0
+    assert (patched.status.active, patched.status.ready) == (1, 0)
     assert patched.spec.parallelism == 1
     assert patched.metadata.generation == 1
     # A spec change bumps the generation.

@@ -357,6 +357,20 @@ async def test_status_lifecycle_accepted_and_monotonic(api: client.ApiClient) ->
     await status({"conditions": [cond("SuccessCriteriaMet"), cond("Complete"), cond("Custom")]})
 
 
+async def test_zero_counters_are_stored_absent_as_the_real_server_stores_them(
+    api: client.ApiClient,
+) -> None:
+    batch = client.BatchV1Api(api)
+    await batch.create_namespaced_job("default", job_body("j"))
+    written = {"startTime": START, "active": 0, "ready": 0, "terminating": 0, "failed": 0}
+    job = await batch.patch_namespaced_job_status(
+        "j", "default", {"status": {**written, "succeeded": 0}}, _content_type=MERGE
+    )
+    # int32 omitempty: gone; *int32 (ready, terminating): kept.
+    assert (job.status.active, job.status.succeeded, job.status.failed) == (None, None, None)
+    assert (job.status.ready, job.status.terminating) == (0, 0)
+
+
 async def test_start_time_may_be_cleared_only_while_suspended(api: client.ApiClient) -> None:
     batch = client.BatchV1Api(api)
     await batch.create_namespaced_job("default", job_body("j"))
