@@ -26,6 +26,7 @@ SECTIONS = (
     "gang_real",
     "gang_vs_scheduler",
     "job_vs_upstream",
+    "jobset_vs_upstream",
     "multicluster",
     "kills",
     "scale",

@@ -4,7 +4,13 @@
 # and the JobSet CRD manifests. Each piece lands in the cache, keyed by its version, and is
 # built only when missing, so a second run takes seconds.
 #
-#   tests/realcluster/build.sh [K8S_VERSION ...]     (default: every release in versions.env)
+#   tests/realcluster/build.sh [--jobset-manager] [K8S_VERSION ...]
+#                                           (default: every release in versions.env)
+#
+# --jobset-manager also builds upstream's JobSet controller manager (sigs.k8s.io/jobset's
+# main.go) for the benchmark that runs it beside kbatchd; the test tiers never start it, so
+# `make control-plane` does not pay for its first build (about 2 minutes on 2 cores, its
+# dependencies downloaded).
 #
 # Prints the cache directory on its last line. On failure it prints one line naming the step
 # and the module, and exits 1.
@@ -102,9 +108,33 @@ fetch_jobset_crds() {
     rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
+# Built in a copy of the module (the module cache is read-only) with the module's own go.mod
+# and go.sum, so its dependencies are the ones its release pins.
+build_jobset_manager() {
+    local out="$cache/jobset-manager-$JOBSET_VERSION"
+    [[ -x $out/manager && -s $out/webhook/manifests.yaml ]] && return
+    local dir src="$cache/src/jobset-$JOBSET_VERSION"
+    dir=$(module_dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
+    [[ -n $dir ]] || fail "go mod download of sigs.k8s.io/jobset $JOBSET_VERSION"
+    rm -rf "$src"; mkdir -p "$(dirname "$src")"
+    { cp -r "$dir" "$src" && chmod -R u+w "$src"; } 2>>"$log" || fail "copying sigs.k8s.io/jobset $JOBSET_VERSION"
+    echo "building the JobSet manager $JOBSET_VERSION" >&2
+    local ldflags="-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION"
+    (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/manager" .) >>"$log" 2>&1 \
+        || fail "go build of sigs.k8s.io/jobset $JOBSET_VERSION"
+    # Its webhook configurations (and the patches that give the pod webhooks their selector):
+    # ControlPlane.start_jobset_manager registers them by URL.
+    cp -r "$src/config/components/webhook" "$out.tmp/webhook" 2>>"$log" \
+        || fail "copying the webhook configurations of sigs.k8s.io/jobset $JOBSET_VERSION"
+    rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+jobset_manager=false
+if [[ ${1:-} == --jobset-manager ]]; then jobset_manager=true; shift; fi
 versions=("$@")
 [[ ${#versions[@]} -gt 0 ]] || read -ra versions <<<"$K8S_VERSIONS"
 fetch_jobset_crds
+$jobset_manager && build_jobset_manager
 build_etcd
 build_kwok
 for v in "${versions[@]}"; do build_kubernetes "$v"; done

@@ -533,6 +533,77 @@ class ControlPlane:
         text = (self.root / f"{name}.log").read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
+    def start_jobset_manager(self, feature_gates: dict[str, bool] | None = None) -> int:
+        """Upstream's JobSet controller manager (`build.sh --jobset-manager`) against this plane,
+        with the admin kubeconfig and the client QPS and burst it ships with; leader election and
+        its own certificate rotation off. Its webhooks (JobSet defaulting and validation, the
+        JobSet pods' mutation and validation) are served on loopback with the API server's
+        serving certificate (127.0.0.1, signed by the plane's CA) and registered by URL, as its
+        manifests register them by Service, so every JobSet and JobSet pod created while it runs
+        passes through them. Returns once its readiness probe (webhook server started) answers;
+        its pid."""
+        jobset = f"jobset-manager-{VERSIONS['JOBSET_VERSION']}"
+        home = build("--jobset-manager", self.version) / jobset
+        pki, certs = self.root / "pki", self.root / "jobset-certs"
+        certs.mkdir(exist_ok=True)
+        shutil.copyfile(pki / "apiserver.crt", certs / "tls.crt")
+        shutil.copyfile(pki / "apiserver.key", certs / "tls.key")
+        webhook, probe = free_port(), free_port()
+        configuration = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
+            "featureGates": feature_gates or {},
+        }
+        config = self.root / "jobset-manager.yaml"
+        config.write_text(json.dumps(configuration))
+        self._spawn("jobset-manager", [
+            str(home / "manager"), "--kubeconfig", str(self.admin_kubeconfig),
+            "--config", str(config), "--zap-devel=false",
+        ])  # fmt: skip
+
+        def ready() -> bool:
+            url = f"http://127.0.0.1:{probe}/readyz"
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    return bool(response.status == 200)
+            except urllib.error.HTTPError:
+                return False
+
+        self._wait("the JobSet manager ready", ready)
+        for document in _jobset_webhooks(home / "webhook", f"https://127.0.0.1:{webhook}"):
+            document["webhooks"] = [
+                {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": _b64(pki / "ca.crt")}}
+                for hook in document["webhooks"]
+            ]
+            path = f"/apis/admissionregistration.k8s.io/v1/{document['kind'].lower()}s"
+            status, body = self.request("POST", path, document)
+            if status != 201:
+                raise ControlPlaneError(f"registering {document['kind']}: HTTP {status}: {body}")
+        return self.pid("jobset-manager")
+
+    def stop_jobset_manager(self) -> None:
+        """Its webhook configurations removed (with them in place and nothing serving them, every
+        JobSet and JobSet pod would be refused), then the manager stopped."""
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            for name in (
+                "jobset-mutating-webhook-configuration",
+                "jobset-validating-webhook-configuration",
+            ):
+                self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
+        (process,) = (p for p in self._processes if p.name == "jobset-manager")
+        os.killpg(process.popen.pid, signal.SIGTERM)
+        try:
+            process.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait()
+        self._processes.remove(process)
+
     def stop(self) -> None:
         for p in reversed(self._processes):
             if p.popen.poll() is None:
@@ -546,6 +617,26 @@ class ControlPlane:
         self._processes.clear()
         self._files.close()
         shutil.rmtree(self.root / "etcd", ignore_errors=True)
+
+
+def _jobset_webhooks(directory: Path, server: str) -> list[dict[str, Any]]:
+    """sigs.k8s.io/jobset's webhook configurations as its kustomization builds them (its
+    patches replace whole webhooks, to give the pod webhooks their object selector), named as
+    its default install names them (prefix `jobset-`), each webhook addressed at `server` plus
+    its path instead of the Service."""
+    documents = [d for d in yaml.safe_load_all((directory / "manifests.yaml").read_text()) if d]
+    for document in documents:
+        prefix = document["kind"].removesuffix("WebhookConfiguration").lower()
+        for patch in sorted((directory / "patches").glob(f"{prefix}-*.yaml")):
+            for operation in yaml.safe_load(patch.read_text()):
+                where = operation["path"].split("/")
+                if operation["op"] != "replace" or where[1] != "webhooks":
+                    raise ControlPlaneError(f"{patch.name}: unexpected patch {operation}")
+                document["webhooks"][int(where[2])] = operation["value"]
+        document["metadata"]["name"] = "jobset-" + document["metadata"]["name"]
+        for hook in document["webhooks"]:
+            hook["clientConfig"] = {"url": server + hook["clientConfig"]["service"]["path"]}
+    return documents
 
 
 _CLUSTER_SCOPED: Final = {
