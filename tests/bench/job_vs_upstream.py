@@ -71,12 +71,13 @@ from tests.bench.realplane import (
     count_calls,
     events_quiet,
     make_namespace,
+    production_config,
     remove_namespace,
     schedulable,
     watch_namespace,
 )
 from tests.bench.table import Table
-from tests.processes import daemon_config, eventually, kube_client, running_daemon
+from tests.processes import eventually, kube_client, running_daemon
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
 
 VERSION = "1.37.2"
@@ -95,17 +96,6 @@ CREATORS = 8
 # STALL s, or after LIMIT s.
 STALL, LIMIT = 180.0, 1_800.0
 QUIET = 3.0
-# The daemon's settings as `config/kbatchd.toml` ships them, not the tests' quicker ones:
-# the failure back-off (10 s) and the tick that releases it are upstream's. Beside them
-# `[reconcilers.job] workload_with_job`, as this control plane runs upstream's WorkloadWithJob
-# gate: both controllers then give every new, unsuspended Job a Workload and a PodGroup.
-PRODUCTION: dict[str, Any] = {
-    "tick_seconds": 1.0,
-    "watch_inactivity_seconds": 70.0,
-    "retry_backoff_seconds": [1.0, 60.0],
-    "api_retry_seconds": [1.0, 30.0],
-    "act_retry_seconds": [0.1, 5.0],
-}
 
 
 @dataclass(frozen=True)
@@ -618,13 +608,7 @@ async def run(table: Table, scale: float = 1.0, only: frozenset[str] = frozenset
             return
         results: list[Result] = []
         try:
-            config = daemon_config(
-                tmp,
-                plane.kbatchd_kubeconfig,
-                cluster="real",
-                job={"backoff_base_seconds": 10.0, "workload_with_job": True},
-                **PRODUCTION,
-            )
+            config = production_config(tmp, plane.kbatchd_kubeconfig)
             async with kube_client(plane.admin_kubeconfig) as api:
                 await schedulable(api)
                 async with running_daemon(config) as daemon:

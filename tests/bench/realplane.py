@@ -10,13 +10,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import msgspec
 from kubernetes_asyncio import client
 
-from tests.processes import eventually
+from tests.processes import daemon_config, eventually
 
 KBATCHD_USER = "system:serviceaccount:kube-system:kbatchd"
 WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -189,3 +189,27 @@ async def watch_namespace(
                 version = event.object.metadata.resourceVersion or version
                 if event.type != "BOOKMARK":
                     seen(event.type, event.object)
+
+
+# The daemon's settings as `config/kbatchd.toml` ships them, not the tests' quicker ones: the
+# failure back-off (10 s) and the tick that releases it are upstream's. Beside them
+# `[reconcilers.job] workload_with_job`, as the control plane runs upstream's WorkloadWithJob
+# gate: both Job controllers then give every new, unsuspended Job a Workload and a PodGroup.
+PRODUCTION: Final[dict[str, Any]] = {
+    "tick_seconds": 1.0,
+    "watch_inactivity_seconds": 70.0,
+    "retry_backoff_seconds": [1.0, 60.0],
+    "api_retry_seconds": [1.0, 30.0],
+    "act_retry_seconds": [0.1, 5.0],
+}
+
+
+def production_config(tmp: Path, kubeconfig: Path) -> Path:
+    """The config of a daemon run as shipped (`PRODUCTION`) against the plane as `real`."""
+    return daemon_config(
+        tmp,
+        kubeconfig,
+        cluster="real",
+        job={"backoff_base_seconds": 10.0, "workload_with_job": True},
+        **PRODUCTION,
+    )
