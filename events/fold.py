@@ -49,16 +49,20 @@ def restored(state: State) -> State:
     return state
 
 
-def fold(state: State, seq: int, event: Event, dirty: Dirty | None = None) -> State:
+def fold(
+    state: State, seq: int, event: Event, dirty: Dirty | None = None, owners: Dirty | None = None
+) -> State:
     """Apply one logged event. Refs of the objects whose reconcile may now decide differently
-    are added to `dirty` when given."""
+    are added to `dirty` when given. A controller marked only because an object it controls
+    changed (a Job, when a kubelet moves its pod) goes to `owners` instead when that is given:
+    the runtime may batch those (`daemon.controllers.base.Batching`)."""
     if event.at > state.now:
         state.now = event.at
     state.seq = seq
     if _WIRED is _UNWIRED:
         wired()
     if type(event) is Observed:  # the hot path: an exact type test is cheaper than isinstance
-        _observed(state, event, dirty)
+        _observed(state, event, dirty, dirty if owners is None else owners)
     elif isinstance(event, Decided):
         _decided(state, seq, event)
     elif isinstance(event, Outcome):
@@ -85,7 +89,7 @@ def fold_all(state: State, records: list[tuple[int, Event]], dirty: Dirty | None
     return state
 
 
-def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
+def _observed(state: State, event: Observed, dirty: Dirty | None, owners: Dirty | None) -> None:
     obj = event.obj
     cls = type(obj)
     table: dict[str, SlimObject] = getattr(state, _TABLE_OF[cls])
@@ -121,8 +125,8 @@ def _observed(state: State, event: Observed, dirty: Dirty | None) -> None:
     if dirty is not None:
         dirty.add(ref)
         owner = obj.controller
-        if owner is not None:
-            dirty.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
+        if owner is not None and owners is not None:
+            owners.add(f"{owner.kind}/{cluster}/{obj.namespace}/{owner.name}")
 
 
 def _pod_records(state: State, cluster: str, key: str, old: Pod | None, new: Pod | None) -> bool:

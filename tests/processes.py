@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 from kubernetes_asyncio import client, config
@@ -388,6 +389,24 @@ async def logged_events(path: Path) -> list[tuple[int, Event]]:
     """Every event in a log another process may be writing (read-only, never blocks it)."""
     async with EventLog.open(path, readonly=True) as log:
         return [pair async for pair in log.read()]
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """Prometheus text: `name{labels}` -> value, for every sample line."""
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+async def scraped(daemon: Child) -> dict[str, float]:
+    """A running daemon's metrics (`metric_samples` of its /metrics)."""
+    url = daemon.lines("health serving")[0]["url"]
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+        response.raise_for_status()
+        return metric_samples(await response.text())
 
 
 @asynccontextmanager

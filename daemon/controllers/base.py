@@ -4,7 +4,7 @@ the `Decision` it returns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -45,6 +45,22 @@ class Reconciler(Protocol):
     def kinds(self) -> frozenset[str]: ...
 
     def decide(self, state: State, key: str, now: int) -> Decision | None: ...
+
+
+@runtime_checkable
+class Batching(Protocol):
+    """A reconciler some of whose keys, when marked only because an object they control
+    changed (a pod a kubelet moved), are decided at most once per window: the first such
+    change at once, later ones when the window has passed since that decision. Upstream's
+    Job controller batches its pods' events the same way (one second), so that a thousand
+    pods starting cost a few syncs, not a thousand. A change of the key's own object, a timer
+    it asked for, or the sight of its own decision's writes is decided at once.
+
+    `batch_windows`: kind -> window (ms). A held key waits for every reconciler of its kind,
+    so the runtime holds only kinds that all of them batch."""
+
+    @property
+    def batch_windows(self) -> Mapping[str, int]: ...
 
 
 @runtime_checkable

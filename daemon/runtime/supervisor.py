@@ -52,6 +52,7 @@ from daemon.kube.ingest import (
 from daemon.kube.notes import notes_for
 from daemon.kube.recorder import Recorder
 from daemon.kube.resources import CANDIDATES
+from daemon.runtime.batches import Batches, windows
 from daemon.runtime.clusters import Clusters
 from daemon.runtime.leader import Elector, default_identity
 from daemon.runtime.requeue import Requeues
@@ -129,13 +130,18 @@ class Daemon:
         self._actions, self._action_rx = anyio.create_memory_object_stream[Action](math.inf)
         first, cap = (int(s * 1000) for s in settings.daemon.retry_backoff_seconds)
         self._requeues = Requeues(first, cap)
+        self._batches = Batches(windows(self.reconcilers))
         # What the reconcilers that run a scheduling cycle keep between passes (`decide_all`).
         self._memos: dict[str, Any] = {}
         self._snapshots = Snapshots(settings.daemon.snapshot_every, settings.daemon.keep_snapshots)
         self.clusters = Clusters(
             (c.name for c in settings.clusters), settings.daemon.api_retry_seconds
         )
-        self.metrics.seed([r.name for r in self.reconcilers], self.clusters.names)
+        self.metrics.seed(
+            [r.name for r in self.reconcilers],
+            self.clusters.names,
+            sorted({kind for r in self.reconcilers for kind in r.kinds}),
+        )
         self.sources = Sources(
             settings.daemon,
             job_manager=settings.reconcilers.job.managed_by,
@@ -401,6 +407,7 @@ class Daemon:
         if not self.leading and self._acting_term:
             self._acting_term = 0
             self._requeues.clear()
+            self._batches.clear()
             reason = "unconfirmed: the lease was lost while it was carried out"
             await self._append(event_log, self._unconfirmed(reason))
         return set()
@@ -440,15 +447,18 @@ class Daemon:
     async def _append(
         self, event_log: EventLog, events: list[Event], trace: BatchTrace | None = None
     ) -> set[str]:
+        """Log and fold `events`. Returns the keys to decide now; owners marked only by their
+        objects' changes and still inside their batch window are put off (`Batches`)."""
         dirty: set[str] = set()
         if not events:
             return dirty
+        owners: set[str] = set()
         began = time.time_ns() if trace is not None else 0
         seqs = await self._logged(event_log, events)
         state = self.state
         if trace is None:
             for seq, event in zip(seqs, events, strict=True):
-                fold(state, seq, event, dirty)
+                fold(state, seq, event, dirty, owners)
                 if isinstance(event, Outcome):
                     self._note_outcome(event)
         else:
@@ -456,14 +466,23 @@ class Daemon:
             for seq, event in zip(seqs, events, strict=True):
                 # Each event's own dirty keys tell which journey a decision belongs to.
                 mine: set[str] = set()
+                theirs: set[str] = set()
                 fold_began = time.time_ns()
-                fold(state, seq, event, mine)
+                fold(state, seq, event, mine, theirs)
+                mine |= theirs
                 trace.event(seq, event, appended, (fold_began, time.time_ns()), mine)
                 dirty |= mine
+                owners |= theirs
                 if isinstance(event, Outcome):
                     self._note_outcome(event)
         self._measure(events)
-        return dirty
+        owners -= dirty
+        held = self._batches.held(owners, state.now)
+        for key, at in held.items():
+            self._requeues.schedule(at, key)
+            owners.discard(key)
+        self.metrics.count_keys(self.metrics.keys_held, held)
+        return dirty | owners
 
     async def _logged(self, event_log: EventLog, events: Sequence[Event]) -> list[int]:
         """Append `events` and return their seqs once committed. An append the storage
@@ -557,6 +576,8 @@ class Daemon:
             keys = ready
         else:
             keys = {key for key in ready if self.clusters.decidable(key)}
+        self._batches.decided(keys, now)
+        self.metrics.count_keys(self.metrics.keys_decided, keys)
         began, started = time.time_ns(), time.perf_counter()
         verdicts = decide_all(self.state, self.reconcilers, keys, self._memos)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final, get_args
 
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import Counter as OtelCounter
 from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -174,6 +175,17 @@ class Metrics:
         self.decisions = meter.create_counter(
             "kbatchd.decisions", "{decision}", "Decisions logged, by reconciler and reason code"
         )
+        self.keys_decided = meter.create_counter(
+            "kbatchd.keys.decided",
+            "{key}",
+            "Keys run through the reconcilers, by kind: the work each pass does",
+        )
+        self.keys_held = meter.create_counter(
+            "kbatchd.keys.held",
+            "{key}",
+            "Keys marked by their pods' changes and put off to the end of their batch window "
+            "([reconcilers.job] sync_batch_seconds), by kind",
+        )
         self.admissions = meter.create_counter(
             "kbatchd.admissions", "{decision}", "Decisions that admitted a group (Admit*)"
         )
@@ -261,9 +273,15 @@ class Metrics:
             name, [_observing(readings)], unit, description
         )
 
-    def seed(self, reconcilers: Iterable[str], clusters: Iterable[str]) -> None:
-        """A series at 0 for every label set known at the start (see the module's doc)."""
+    def seed(
+        self, reconcilers: Iterable[str], clusters: Iterable[str], kinds: Iterable[str] = ()
+    ) -> None:
+        """A series at 0 for every label set known at the start (see the module's doc);
+        `kinds`: the kinds of keys the reconcilers decide."""
         reconcilers, clusters = list(reconcilers), list(clusters)
+        for kind in kinds:
+            self.keys_decided.add(0, {"kind": kind})
+            self.keys_held.add(0, {"kind": kind})
         for name in EVENT_TYPES:
             self.events_appended.add(0, {"type": name})
         for reconciler in reconcilers:
@@ -310,6 +328,12 @@ class Metrics:
         data = Histogram(points, AggregationTemporality.CUMULATIVE)
         metric = Metric(name, instrument.description, instrument.unit, data)
         self._empty[name] = (metric, label_sets)
+
+    @staticmethod
+    def count_keys(counter: OtelCounter, keys: Iterable[str]) -> None:
+        """Add `keys` to `counter`, by kind (the part of a ref before its first ``/``)."""
+        for kind, count in Counter(key.partition("/")[0] for key in keys).items():
+            counter.add(count, {"kind": kind})
 
     def decided(
         self,

@@ -474,6 +474,51 @@ def test_dirty_refs(events: list[Event], dirty: set[str]) -> None:
     assert dirty_of(events) == dirty
 
 
+def dirty_and_owners_of(events: list[Event]) -> tuple[set[str], set[str]]:
+    state = run(events[:-1])
+    dirty: set[str] = set()
+    owners: set[str] = set()
+    fold(state, len(events), events[-1], dirty, owners)
+    return dirty, owners
+
+
+# The pod DECIDED creates, as its Job's decision expects to see it.
+CREATED_POD = make_pod("p-0", owner=job_owner("j"))
+
+
+@pytest.mark.parametrize(
+    ("events", "dirty", "owners"),
+    [
+        # An owner marked only because what it controls changed goes apart, to be batched...
+        pytest.param(
+            [observed(make_pod("p", owner=job_owner("train")))],
+            {"Pod/c1/ns/p"},
+            {"Job/c1/ns/train"},
+            id="pod-controller-owner",
+        ),
+        pytest.param(
+            [observed(OWNED_POD)],
+            {"Pod/c1/ns/p", "PodGroup/c1/ns/pg-1"},
+            {"Job/c1/ns/train"},
+            id="the-group-is-not-an-owner",
+        ),
+        # ...but the sight of its own decision's write is decided at once.
+        pytest.param(
+            [DECIDED, observed(CREATED_POD)],
+            {"Pod/c1/ns/p-0", "Job/c1/ns/j"},
+            {"Job/c1/ns/j"},
+            id="own-write-seen",
+        ),
+        pytest.param([DECIDED, outcome(1, 0)], {"Job/c1/ns/j"}, set(), id="outcome"),
+        pytest.param([observed(make_pod("p"))], {"Pod/c1/ns/p"}, set(), id="no-owner"),
+    ],
+)
+def test_owners_marked_apart_when_asked(
+    events: list[Event], dirty: set[str], owners: set[str]
+) -> None:
+    assert dirty_and_owners_of(events) == (dirty, owners)
+
+
 def test_dirty_accumulates_across_fold_all() -> None:
     dirty: set[str] = set()
     events: list[Event] = [observed(make_pod("a")), Tick(1), observed(make_node("n"), cluster="c9")]

@@ -48,7 +48,7 @@ from events.state import State
 DEFAULT_MANAGER: Final = "kbatchd.dev/job-controller"
 DEFAULT_FINALIZER: Final = JOB_TRACKING_FINALIZER
 DEFAULT_READY_DECREASE_GRACE_MS: Final = 0
-DEFAULT_STATUS_BATCH_MS: Final = 1000
+DEFAULT_BATCH_MS: Final = 1000
 
 if TYPE_CHECKING:
     from daemon.service.config import Settings
@@ -72,9 +72,10 @@ class JobReconciler:
     # A drop of status.ready is written only once it outlasts this (0: at once, as upstream);
     # see `jobready` for why.
     ready_decrease_grace_ms: int = DEFAULT_READY_DECREASE_GRACE_MS
-    # While pods run, counters-only status changes wait until this long after the Job's
-    # previous status write (`status.batched_until`; 0: written at once).
-    status_batch_ms: int = DEFAULT_STATUS_BATCH_MS
+    # Upstream's sync batch period. A Job's pod changes are decided at most once this often
+    # (`batch_windows`), and while pods run, counters-only status changes wait until this
+    # long after the Job's previous status write (`status.batched_until`). 0: neither waits.
+    batch_ms: int = DEFAULT_BATCH_MS
     # Jobs without spec.scheduling get a Workload and PodGroup too, as upstream's
     # WorkloadWithJob gate gives them (`daemon.controllers.job.gang`).
     workload_with_job: bool = False
@@ -92,6 +93,11 @@ class JobReconciler:
     def kinds(self) -> frozenset[str]:
         # Pods too: a pod no Job of ours owns any more still carries the finalizer.
         return frozenset({"Job", "Pod"})
+
+    @property
+    def batch_windows(self) -> dict[str, int]:
+        # A Job's pod changes are batched, as upstream's (`base.Batching`).
+        return {"Job": self.batch_ms} if self.batch_ms else {}
 
     def decide(self, state: State, key: str, now: int) -> Decision | None:
         kind, cluster, namespace, name = split_ref(key)
@@ -186,7 +192,7 @@ def configured(settings: Settings) -> JobReconciler:
         backoff_base_ms=int(job.backoff_base_seconds * 1000),
         backoff_max_ms=int(job.backoff_max_seconds * 1000),
         ready_decrease_grace_ms=int(job.ready_decrease_grace_seconds * 1000),
-        status_batch_ms=int(job.status_batch_seconds * 1000),
+        batch_ms=int(job.sync_batch_seconds * 1000),
         workload_with_job=job.workload_with_job,
         **dispatched(settings),
     )

@@ -22,10 +22,10 @@ class JobSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # A drop of a Job's status.ready is written only once it lasts this long (0 = at once, as
     # upstream); rises and every other status change are written at once.
     ready_decrease_grace_seconds: SecondsOrOff = 0.0
-    # While pods run, a status change of counters alone is written at most once this often
-    # (upstream batches pod-triggered syncs for 1 s); conditions and a Job's last write go
-    # at once (0 = every change at once).
-    status_batch_seconds: SecondsOrOff = 1.0
+    # Upstream's sync batch period: a Job's pod changes are decided at most once this often,
+    # and while pods run a status change of counters alone is written at most once this
+    # often; conditions and a Job's last write go at once (0 = every change at once).
+    sync_batch_seconds: SecondsOrOff = 1.0
     # Jobs without spec.scheduling get a Workload and PodGroup as upstream's WorkloadWithJob
     # gate gives them (1.36: Indexed, parallelism > 1 and = completions, a gang; 1.37: basic).
     # A Job with spec.scheduling gets them whatever this says.

@@ -71,7 +71,7 @@ class Options(Protocol):
     @property
     def ready_decrease_grace_ms(self) -> int: ...
     @property
-    def status_batch_ms(self) -> int: ...
+    def batch_ms(self) -> int: ...
 
 
 # upstream MaxPodCreateDeletePerSync and MaxUncountedPods
@@ -832,7 +832,7 @@ class Sync:
             active,
             self.state.job_status_written.get(self.key),
             self.now,
-            self.rec.status_batch_ms,
+            self.rec.batch_ms,
         )
         if until is None:
             return patch

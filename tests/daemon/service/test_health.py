@@ -25,7 +25,14 @@ from daemon.service.health import HealthServer
 from daemon.service.metrics import Metrics, reason_code
 from events.schema import Decided
 from tests.daemon.embedded import job
-from tests.processes import daemon_config, eventually, kube_client, simulated_cluster_here, spawn
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    metric_samples,
+    simulated_cluster_here,
+    spawn,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -187,16 +194,6 @@ def test_values_recorded_inside_a_sampled_span_keep_no_exemplars() -> None:
     assert points[0].exemplars == []
 
 
-def _samples(text: str) -> dict[str, float]:
-    """`name{labels}` -> value, for every sample line."""
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
-
-
 def _total(samples: dict[str, float], family: str, **labels: str) -> float:
     wanted = [f'{k}="{v}"' for k, v in labels.items()]
     return sum(
@@ -257,7 +254,7 @@ async def test_a_running_daemon_serves_its_health_and_metrics(tmp_path: Path) ->
                 text = await response.text()
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=15) == 0
-    samples = _samples(text)
+    samples = metric_samples(text)
     assert _total(samples, "kbatchd_events_appended_total", type="Observed") > 0
     assert _total(samples, "kbatchd_decisions_total", reconciler="job") > 0
     assert _total(samples, "kbatchd_api_errors_total", code="500") > 0

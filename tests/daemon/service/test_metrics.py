@@ -14,16 +14,7 @@ from daemon.service.provenance import kbatchd_version, rules_digest
 from events.schema import Decided
 from tests.daemon.controllers.gang_builders import SECOND, T0, key, members, nodes, podgroup
 from tests.daemon.controllers.world import GangWorld
-
-
-def _samples(text: str) -> dict[str, float]:
-    """`name{labels}` -> value, for every sample line."""
-    samples: dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
+from tests.processes import metric_samples
 
 
 def _families(text: str) -> list[str]:
@@ -32,9 +23,12 @@ def _families(text: str) -> list[str]:
 
 def test_every_counter_and_histogram_has_its_series_at_zero_from_the_start() -> None:
     metrics = Metrics()
-    metrics.seed(["job", "gang"], ["east", "west"])
+    metrics.seed(["job", "gang"], ["east", "west"], ["Job", "Pod"])
     text = metrics.render()
-    samples = _samples(text)
+    samples = metric_samples(text)
+    for kind in ("Job", "Pod"):
+        assert samples[f'kbatchd_keys_decided_total{{kind="{kind}"}}'] == 0
+        assert samples[f'kbatchd_keys_held_total{{kind="{kind}"}}'] == 0
     for name in ("Observed", "Resynced", "Tick", "Decided", "Outcome", "Started"):
         assert samples[f'kbatchd_events_appended_total{{type="{name}"}}'] == 0
     for reconciler in ("job", "gang"):
@@ -57,7 +51,7 @@ def test_every_counter_and_histogram_has_its_series_at_zero_from_the_start() -> 
     metrics.reconcile_latency.record(0.2, {"reconciler": "gang"})
     metrics.act_duration.record(0.02)
     text = metrics.render()
-    samples = _samples(text)
+    samples = metric_samples(text)
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="gang"}'] == 1
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="job"}'] == 0
     assert samples["kbatchd_act_duration_seconds_count"] == 1
@@ -70,7 +64,7 @@ def test_build_info_and_the_process_metrics_of_prometheus_clients() -> None:
     metrics = Metrics()
     began = time.time()
     cpu = os.times().user + os.times().system
-    samples = _samples(metrics.render())
+    samples = metric_samples(metrics.render())
     build = (
         f'kbatchd_build_info{{python_version="{platform.python_version()}",'
         f'rules="{rules_digest()}",version="{kbatchd_version()}"}}'
@@ -101,7 +95,7 @@ def test_an_admission_waits_from_its_pod_groups_creation() -> None:
     world.add(second)
     metrics = Metrics()
     metrics.decided([_admit(world, key("g"))], world.state)
-    samples = _samples(metrics.render())
+    samples = metric_samples(metrics.render())
     assert samples['kbatchd_admission_wait_seconds_count{cluster="c1"}'] == 1
     assert samples['kbatchd_admission_wait_seconds_sum{cluster="c1"}'] == 30.0
     assert samples['kbatchd_admission_wait_seconds_bucket{cluster="c1",le="30.0"}'] == 1
@@ -122,7 +116,7 @@ def test_an_admission_after_an_eviction_waits_from_the_eviction() -> None:
     world.advance(75 * SECOND)  # past the eviction's back-off (10 s)
     metrics = Metrics()
     metrics.decided([_admit(world, key("g"))], world.state)
-    samples = _samples(metrics.render())
+    samples = metric_samples(metrics.render())
     assert world.now == T0 + 75 * SECOND
     assert samples['kbatchd_admission_wait_seconds_sum{cluster="c1"}'] == 15.0
 
@@ -136,7 +130,7 @@ def test_reconcile_latency_runs_from_the_oldest_watch_event_of_the_pass() -> Non
     ]
     metrics.decided(decisions, woken_at=T0, logged_at=T0 + 250)
     metrics.decided(decisions[:1])  # a pass no watch event woke (a tick, an outcome)
-    samples = _samples(metrics.render())
+    samples = metric_samples(metrics.render())
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="job"}'] == 1
     assert samples['kbatchd_reconcile_latency_seconds_sum{reconciler="job"}'] == 0.25
     assert samples['kbatchd_reconcile_latency_seconds_count{reconciler="gang"}'] == 1
@@ -151,9 +145,9 @@ def test_a_count_kept_elsewhere_is_a_counter_read_at_collection() -> None:
         lambda: [(float(n), {"outcome": outcome}) for outcome, n in counts.items()],
         "{event}",
     )
-    assert _samples(metrics.render())['kbatchd_kube_events_total{outcome="written"}'] == 0
+    assert metric_samples(metrics.render())['kbatchd_kube_events_total{outcome="written"}'] == 0
     counts["written"] = 3
     text = metrics.render()
     assert "# TYPE kbatchd_kube_events_total counter" in text
-    assert _samples(text)['kbatchd_kube_events_total{outcome="written"}'] == 3
-    assert _samples(text)['kbatchd_kube_events_total{outcome="dropped"}'] == 0
+    assert metric_samples(text)['kbatchd_kube_events_total{outcome="written"}'] == 3
+    assert metric_samples(text)['kbatchd_kube_events_total{outcome="dropped"}'] == 0

@@ -87,7 +87,9 @@ async def _settled(path: Path) -> bool:
 async def _run(tmp: Path) -> None:
     async with (
         simulated_cluster_here(tmp) as (_, kubeconfig),
-        running_daemon(daemon_config(tmp, kubeconfig)) as daemon,
+        # A 2 s back-off outlasts the batch window that holds the failure's decision, so the
+        # log shows the Job backing off.
+        running_daemon(daemon_config(tmp, kubeconfig, job={"backoff_base_seconds": 2.0})) as daemon,
         kube_client(kubeconfig) as api,
     ):
         batch = client.BatchV1Api(api)

@@ -59,7 +59,7 @@ def test_batched_until(
     assert batched_until(patch, active, written_at, NOW, window) == until
 
 
-REC = JobReconciler(status_batch_ms=WINDOW)
+REC = JobReconciler(batch_ms=WINDOW)
 
 
 def _decide(
