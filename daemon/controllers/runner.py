@@ -92,17 +92,21 @@ class Pass:
     def __init__(self, state: State, memos: dict[str, Any] | None = None) -> None:
         self.state = state
         self._memos = {} if memos is None else memos
-        self._cycles: dict[str, Cycle] = {}
+        self._cycles: dict[str, Cycle | None] = {}
 
     def cycle(self, reconciler: Reconciler) -> Cycle | None:
-        if not isinstance(reconciler, Cycling):
-            return None
-        found = self._cycles.get(reconciler.name)
-        if found is None:
-            memo = self._memos.get(reconciler.name)
+        # Looked up first: an isinstance test against a runtime-checkable protocol walks the
+        # protocol's members each time, and a pass asks once per key.
+        name = reconciler.name
+        if name in self._cycles:
+            return self._cycles[name]
+        found: Cycle | None = None
+        if isinstance(reconciler, Cycling):
+            memo = self._memos.get(name)
             if memo is None:
-                memo = self._memos[reconciler.name] = reconciler.memo()
-            found = self._cycles[reconciler.name] = reconciler.cycle(self.state, memo)
+                memo = self._memos[name] = reconciler.memo()
+            found = reconciler.cycle(self.state, memo)
+        self._cycles[name] = found
         return found
 
     def release(self, reconciler: Queueing, queue: str) -> list[str]:

@@ -8,7 +8,6 @@ from typing import Any, Final
 
 from daemon.sim.errors import OMIT, FieldError, immutable, invalid, not_supported, required
 from daemon.sim.selectors import selector_matches
-from daemon.sim.store import clone
 from daemon.sim.validation import (
     MANAGED_BY,
     condition_true,
@@ -17,6 +16,7 @@ from daemon.sim.validation import (
     non_negative,
     pod_spec,
 )
+from events.jsondata import clone
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from daemon.sim.errors import ApiError, bad_request
-from daemon.sim.store import clone
+from events.jsondata import clone
 
 JSON = Any
 

@@ -19,7 +19,7 @@ from daemon.sim.errors import (
     not_supported,
     required,
 )
-from daemon.sim.store import clone
+from events.jsondata import clone
 
 Obj = dict[str, Any]
 

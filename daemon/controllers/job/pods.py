@@ -24,7 +24,6 @@ ever observed on the Job's pods), so:
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Iterable
 from typing import Any, Final
@@ -41,6 +40,7 @@ from daemon.controllers.job.spec import (
     JobView,
 )
 from events.intents import Patch
+from events.jsondata import clone
 from events.objects import POD_ORDINAL_ANNOTATION, Pod
 
 UNKNOWN_INDEX: Final = -1
@@ -195,7 +195,7 @@ def pod_body(
     labels: dict[str, str] = dict(meta.get("labels") or {})
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     finalizers: list[str] = list(meta.get("finalizers") or [])
-    spec: dict[str, Any] = copy.deepcopy(view.template_spec)
+    spec: dict[str, Any] = clone(view.template_spec)
     if not view.spec.manual_selector:
         labels.update(
             {

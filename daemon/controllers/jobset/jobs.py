@@ -11,7 +11,6 @@ AlreadyExists.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -41,6 +40,7 @@ from daemon.controllers.jobset.spec import (
 )
 from daemon.controllers.jobset.status import Counters
 from daemon.controllers.jobset.volumes import add_volumes
+from events.jsondata import clone
 from events.objects import Job
 from events.state import State
 
@@ -252,7 +252,7 @@ def job_body(
     ids = identity(view, rj, index, job_restarts)
     notes = {**ids, **_exclusive(view, rj)}
     meta = rj.job_meta
-    spec: dict[str, Any] = copy.deepcopy(rj.job_spec)
+    spec: dict[str, Any] = clone(rj.job_spec)
     pod_template = spec.setdefault("template", {})
     pod_meta = pod_template.setdefault("metadata", {})
     pod_meta["labels"] = _merged(pod_meta.get("labels"), ids)
