@@ -40,6 +40,7 @@ RULE_MODULES: Final = (
     "events.hooks",
     "events.index",
     "events.intents",
+    "events.jsondata",
     "events.objects",
     "events.quantity",
     "events.schema",
