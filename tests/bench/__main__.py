@@ -27,6 +27,7 @@ SECTIONS = (
     "gang_vs_scheduler",
     "job_vs_upstream",
     "jobset_vs_upstream",
+    "gang_vs_kueue",
     "multicluster",
     "kills",
     "scale",

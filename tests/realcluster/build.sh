@@ -4,13 +4,15 @@
 # and the JobSet CRD manifests. Each piece lands in the cache, keyed by its version, and is
 # built only when missing, so a second run takes seconds.
 #
-#   tests/realcluster/build.sh [--jobset-manager] [K8S_VERSION ...]
+#   tests/realcluster/build.sh [--jobset-manager] [--kueue-manager] [K8S_VERSION ...]
 #                                           (default: every release in versions.env)
 #
 # --jobset-manager also builds upstream's JobSet controller manager (sigs.k8s.io/jobset's
 # main.go) for the benchmark that runs it beside kbatchd; the test tiers never start it, so
 # `make control-plane` does not pay for its first build (about 2 minutes on 2 cores, its
-# dependencies downloaded).
+# dependencies downloaded). --kueue-manager likewise builds Kueue's manager (sigs.k8s.io/kueue's
+# cmd/kueue, the pinned KUEUE_VERSION) with its CRDs and webhook configurations, for the
+# benchmark that runs it beside kbatchd's gang admission.
 #
 # Prints the cache directory on its last line. On failure it prints one line naming the step
 # and the module, and exits 1.
@@ -129,12 +131,43 @@ build_jobset_manager() {
     rm -rf "$out"; mv "$out.tmp" "$out"
 }
 
-jobset_manager=false
-if [[ ${1:-} == --jobset-manager ]]; then jobset_manager=true; shift; fi
+# Kueue's manager, built like the JobSet manager, with what ControlPlane.start_kueue_manager
+# installs beside it: its CRDs (and the patches that give some of them a conversion webhook),
+# its webhook configurations (and the kustomization whose patches give the pod webhooks their
+# namespace selector) and the configuration its install ships.
+build_kueue_manager() {
+    local out="$cache/kueue-manager-$KUEUE_VERSION"
+    [[ -x $out/manager && -s $out/webhook/manifests.yaml && -s $out/controller_manager_config.yaml ]] && return
+    local dir src="$cache/src/kueue-$KUEUE_VERSION"
+    dir=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+    [[ -n $dir ]] || fail "go mod download of sigs.k8s.io/kueue $KUEUE_VERSION"
+    rm -rf "$src"; mkdir -p "$(dirname "$src")"
+    { cp -r "$dir" "$src" && chmod -R u+w "$src"; } 2>>"$log" || fail "copying sigs.k8s.io/kueue $KUEUE_VERSION"
+    echo "building the Kueue manager $KUEUE_VERSION" >&2
+    local ldflags="-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+    (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$out.tmp/manager" ./cmd/kueue) \
+        >>"$log" 2>&1 || fail "go build of sigs.k8s.io/kueue $KUEUE_VERSION"
+    { cp -r "$src/config/components/crd" "$out.tmp/crd" \
+        && cp -r "$src/config/components/webhook" "$out.tmp/webhook" \
+        && cp "$src/config/components/manager/controller_manager_config.yaml" "$out.tmp/"; } \
+        2>>"$log" || fail "copying the CRDs, webhook configurations and configuration of sigs.k8s.io/kueue $KUEUE_VERSION"
+    rm -rf "$out"; mv "$out.tmp" "$out"
+}
+
+jobset_manager=false kueue_manager=false
+while [[ ${1:-} == --*-manager ]]; do
+    case $1 in
+        --jobset-manager) jobset_manager=true ;;
+        --kueue-manager) kueue_manager=true ;;
+        *) echo "build.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
 versions=("$@")
 [[ ${#versions[@]} -gt 0 ]] || read -ra versions <<<"$K8S_VERSIONS"
 fetch_jobset_crds
 $jobset_manager && build_jobset_manager
+$kueue_manager && build_kueue_manager
 build_etcd
 build_kwok
 for v in "${versions[@]}"; do build_kubernetes "$v"; done

@@ -193,6 +193,8 @@ class ControlPlane:
     _etcd: str = ""
     _processes: list[_Process] = field(default_factory=list)
     _files: ExitStack = field(default_factory=ExitStack)
+    # What `start_kueue_manager` created outside the plane's root, to remove on its stop.
+    _kueue_made: Path | None = None
 
     @classmethod
     def start(
@@ -565,16 +567,7 @@ class ControlPlane:
             str(home / "manager"), "--kubeconfig", str(self.admin_kubeconfig),
             "--config", str(config), "--zap-devel=false",
         ])  # fmt: skip
-
-        def ready() -> bool:
-            url = f"http://127.0.0.1:{probe}/readyz"
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    return bool(response.status == 200)
-            except urllib.error.HTTPError:
-                return False
-
-        self._wait("the JobSet manager ready", ready)
+        self._wait("the JobSet manager ready", lambda: _probe_ready(probe))
         for document in _jobset_webhooks(home / "webhook", f"https://127.0.0.1:{webhook}"):
             document["webhooks"] = [
                 {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": _b64(pki / "ca.crt")}}
@@ -595,7 +588,103 @@ class ControlPlane:
                 "jobset-validating-webhook-configuration",
             ):
                 self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
-        (process,) = (p for p in self._processes if p.name == "jobset-manager")
+        self._end("jobset-manager")
+
+    def start_kueue_manager(self, qps: float, burst: int) -> int:
+        """Kueue's manager (`build.sh --kueue-manager`, the pinned KUEUE_VERSION) against this
+        plane, with the admin kubeconfig, the configuration of its install (its shipped
+        `controller_manager_config.yaml` and `--zap-log-level=2`) except: the batch/v1 Job
+        integration only, client `qps` and `burst`, leader election, certificate management,
+        metrics and the visibility server off (the visibility API serves pending-workload
+        listings, no part of admission, and needs an APIService of its own).
+        TopologyAwareScheduling is a beta gate, on by default; it is named on anyway.
+
+        Its CRDs are installed first (those its install gives a conversion webhook get it, by
+        URL). Its webhooks (the Job integration's, those of its own kinds, and the no-op ones
+        of the integrations left off) are served on loopback with the API server's serving
+        certificate and registered by URL, as its manifests register them by Service. Returns
+        once its readiness probe (webhook server started) answers; its pid."""
+        home = build("--kueue-manager", self.version) / f"kueue-manager-{VERSIONS['KUEUE_VERSION']}"
+        pki, certs = self.root / "pki", self.root / "kueue-certs"
+        certs.mkdir(exist_ok=True)
+        shutil.copyfile(pki / "apiserver.crt", certs / "tls.crt")
+        shutil.copyfile(pki / "apiserver.key", certs / "tls.key")
+        # Without its own certificate management the manager reads a metrics certificate from
+        # a fixed path (its Deployment mounts a Secret there) before anything else, served or
+        # not: with metrics off, the file is read and never used. `stop_kueue_manager` removes
+        # what this made there.
+        if not KUEUE_METRICS_CERTS.parent.parent.exists():
+            self._kueue_made = KUEUE_METRICS_CERTS.parent.parent
+        try:
+            KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pki / "apiserver.crt", KUEUE_METRICS_CERTS / "tls.crt")
+            shutil.copyfile(pki / "apiserver.key", KUEUE_METRICS_CERTS / "tls.key")
+        except OSError as exc:
+            raise ControlPlaneError(
+                f"Kueue's manager reads its metrics certificate from {KUEUE_METRICS_CERTS}, "
+                f"which cannot be written here: {exc}"
+            ) from exc
+        webhook, probe = free_port(), free_port()
+        server = f"https://127.0.0.1:{webhook}"
+        for crd in _kueue_crds(home / "crd", server, _b64(pki / "ca.crt")):
+            self.apply(crd)
+        for plural in (
+            "workloads",
+            "clusterqueues",
+            "resourceflavors",
+            "topologies",
+            "localqueues",
+        ):
+            self._wait_established(f"{plural}.kueue.x-k8s.io")
+        self._wait("Kueue in discovery", lambda: self._discovered("kueue.x-k8s.io/v1beta2"))
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+        shipped = yaml.safe_load((home / "controller_manager_config.yaml").read_text())
+        configuration = {
+            **shipped,
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe}"},
+            "clientConnection": {"qps": qps, "burst": burst},
+            "integrations": {"frameworks": ["batch/job"]},
+            "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": False},
+        }
+        config = self.root / "kueue-manager.yaml"
+        config.write_text(json.dumps(configuration))
+        self._spawn("kueue-manager", [
+            str(home / "manager"), "--kubeconfig", str(self.admin_kubeconfig),
+            "--config", str(config), "--zap-log-level=2",
+        ])  # fmt: skip
+        self._wait("the Kueue manager ready", lambda: _probe_ready(probe))
+        for document in _kueue_webhooks(home / "webhook", server):
+            document["webhooks"] = [
+                {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": _b64(pki / "ca.crt")}}
+                for hook in document["webhooks"]
+            ]
+            path = f"/apis/admissionregistration.k8s.io/v1/{document['kind'].lower()}s"
+            status, body = self.request("POST", path, document)
+            if status != 201:
+                raise ControlPlaneError(f"registering {document['kind']}: HTTP {status}: {body}")
+        return self.pid("kueue-manager")
+
+    def stop_kueue_manager(self) -> None:
+        """Its webhook configurations removed (with them in place and nothing serving them,
+        every Job and pod would be refused), then the manager stopped."""
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            for name in (
+                "kueue-mutating-webhook-configuration",
+                "kueue-validating-webhook-configuration",
+            ):
+                self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
+        self._end("kueue-manager")
+        if self._kueue_made is not None:
+            shutil.rmtree(self._kueue_made, ignore_errors=True)
+            self._kueue_made = None
+
+    def _end(self, name: str) -> None:
+        """The component `name` stopped (SIGTERM, SIGKILL after 15 s) and forgotten."""
+        (process,) = (p for p in self._processes if p.name == name)
         os.killpg(process.popen.pid, signal.SIGTERM)
         try:
             process.popen.wait(timeout=15)
@@ -639,13 +728,65 @@ def _jobset_webhooks(directory: Path, server: str) -> list[dict[str, Any]]:
     return documents
 
 
+def _probe_ready(port: int) -> bool:
+    """Whether a manager's readiness probe on `port` answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as response:
+            return bool(response.status == 200)
+    except urllib.error.HTTPError:
+        return False
+
+
+def _kueue_crds(directory: Path, server: str, ca_bundle: str) -> list[dict[str, Any]]:
+    """sigs.k8s.io/kueue's CRDs as its kustomization builds them: those it patches with a
+    conversion webhook get one, addressed at `server` plus its path instead of the Service."""
+    crds = {}
+    for path in sorted((directory / "bases").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        crds[crd["metadata"]["name"]] = crd
+    listed = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    for entry in listed.get("patches") or ():
+        patch = yaml.safe_load((directory / entry["path"]).read_text())
+        conversion = patch["spec"]["conversion"]
+        config = conversion["webhook"]["clientConfig"]
+        config["url"] = server + config.pop("service")["path"]
+        config["caBundle"] = ca_bundle
+        crds[patch["metadata"]["name"]]["spec"]["conversion"] = conversion
+    return list(crds.values())
+
+
+def _kueue_webhooks(directory: Path, server: str) -> list[dict[str, Any]]:
+    """sigs.k8s.io/kueue's webhook configurations as its kustomization builds them (its patches
+    merge, webhook by webhook, a namespace selector into the pod, Deployment and StatefulSet
+    webhooks), named as its default install names them (prefix `kueue-`), each webhook
+    addressed at `server` plus its path instead of the Service."""
+    documents = [d for d in yaml.safe_load_all((directory / "manifests.yaml").read_text()) if d]
+    listed = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    for entry in listed.get("patches") or ():
+        patch = yaml.safe_load(entry["patch"])
+        (document,) = (d for d in documents if d["kind"] == patch["kind"])
+        hooks = {hook["name"]: hook for hook in document["webhooks"]}
+        for change in patch["webhooks"]:
+            hooks[change["name"]].update(change)
+    for document in documents:
+        document["metadata"]["name"] = "kueue-" + document["metadata"]["name"]
+        for hook in document["webhooks"]:
+            hook["clientConfig"] = {"url": server + hook["clientConfig"]["service"]["path"]}
+    return documents
+
+
+# Where Kueue's manager reads its metrics certificate when it manages none itself (its
+# cmd/kueue/main.go names the path; no flag or setting moves it).
+KUEUE_METRICS_CERTS: Final = Path("/etc/kueue/metrics/certs")
+
 _CLUSTER_SCOPED: Final = {
     "Node", "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
-    "PriorityClass",
+    "PriorityClass", "Topology", "ResourceFlavor", "ClusterQueue",
 }  # fmt: skip
 _PLURALS: Final = {
     "CustomResourceDefinition": "customresourcedefinitions",
     "PriorityClass": "priorityclasses",
+    "Topology": "topologies",
 }
 
 
