@@ -469,8 +469,8 @@ class Daemon:
                 theirs: set[str] = set()
                 fold_began = time.time_ns()
                 fold(state, seq, event, mine, theirs)
-                mine |= theirs
-                trace.event(seq, event, appended, (fold_began, time.time_ns()), mine)
+                folded = (fold_began, time.time_ns())
+                trace.event(seq, event, appended, folded, mine | theirs)
                 dirty |= mine
                 owners |= theirs
                 if isinstance(event, Outcome):

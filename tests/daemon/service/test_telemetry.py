@@ -35,7 +35,14 @@ from daemon.sim.server import ApiServer
 from events.objects import Job
 from events.schema import Observed
 from tests.daemon.embedded import embedded, job, settings_for
-from tests.processes import daemon_config, eventually, kube_client, simulated_cluster_here, spawn
+from tests.processes import (
+    daemon_config,
+    eventually,
+    kube_client,
+    scraped,
+    simulated_cluster_here,
+    spawn,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -260,12 +267,22 @@ async def test_a_running_daemon_exports_over_otlp_when_the_environment_says(
             kube_client(kubeconfig) as api,
         ):
             await daemon.wait_for(lambda line: '"synced"' in line)
-            await client.BatchV1Api(api).create_namespaced_job("default", job("exported"))
+            batch = client.BatchV1Api(api)
+            await batch.create_namespaced_job(
+                "default", job("exported", parallelism=4, completions=8)
+            )
 
             async def acted() -> bool:
                 return any(span.name == "act" for _, span in collector.spans())
 
+            async def complete() -> bool:
+                status = (await batch.read_namespaced_job("exported", "default")).status
+                return any(c.type == "Complete" for c in status.conditions or ())
+
             await eventually(acted, what="act spans at the receiver")
+            await eventually(complete, what="the Job Complete")
+            # Traced passes batch pod changes as untraced ones do.
+            assert (await scraped(daemon))['kbatchd_keys_held_total{kind="Job"}'] > 0
             daemon.send_signal(signal.SIGTERM)
             assert await daemon.wait(within=15) == 0
     received = collector.spans()
