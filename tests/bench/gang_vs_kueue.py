@@ -88,9 +88,15 @@ from tests.bench.realplane import (
     KBATCHD_USER,
     AuditEvent,
     Calls,
+    Condition,
+    Owner,
+    WatchEvent,
     count_calls,
     events_quiet,
+    list_version,
     make_namespace,
+    merged,
+    ok,
     production_config,
     remove_namespace,
     schedulable,
@@ -218,15 +224,11 @@ def _local_queue(namespace: str) -> dict[str, Any]:
 # -- the watches ----------------------------------------------------------------------------
 
 
-class _Owner(msgspec.Struct):
-    name: str = ""
-
-
 class _Meta(msgspec.Struct):
     name: str = ""
     resourceVersion: str = ""
     labels: dict[str, str] | None = None
-    ownerReferences: list[_Owner] | None = None
+    ownerReferences: list[Owner] | None = None
 
 
 class _Group(msgspec.Struct):
@@ -248,32 +250,13 @@ class _Pod(msgspec.Struct):
     status: _PodStatus = msgspec.field(default_factory=_PodStatus)
 
 
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
 class _WorkloadStatus(msgspec.Struct):
-    conditions: list[_Condition] | None = None
+    conditions: list[Condition] | None = None
 
 
 class _Workload(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     status: _WorkloadStatus = msgspec.field(default_factory=_WorkloadStatus)
-
-
-class _PodEvent(msgspec.Struct):
-    type: str
-    object: _Pod
-
-
-class _WorkloadEvent(msgspec.Struct):
-    type: str
-    object: _Workload
-
-
-class _List(msgspec.Struct):
-    metadata: _Meta
 
 
 def _workload_of(pod: _Pod) -> str:
@@ -284,7 +267,7 @@ def _workload_of(pod: _Pod) -> str:
     return pod.spec.schedulingGroup.podGroupName if pod.spec.schedulingGroup else ""
 
 
-def _true(conditions: list[_Condition] | None, kind: str) -> bool:
+def _true(conditions: list[Condition] | None, kind: str) -> bool:
     return any(c.type == kind and c.status == "True" for c in conditions or ())
 
 
@@ -365,13 +348,6 @@ async def _until_settled(phase: _Phase) -> bool:
 # -- creating -------------------------------------------------------------------------------
 
 
-async def _ok(answer: Any, what: str) -> None:
-    async with answer:
-        body = await answer.read()
-        if not 200 <= answer.status <= 299:
-            raise RuntimeError(f"{what}: HTTP {answer.status}: {body[:300]!r}")
-
-
 async def _create_gangs(api: client.ApiClient, namespace: str, workloads: Iterable[int]) -> None:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     for i in workloads:
@@ -379,11 +355,11 @@ async def _create_gangs(api: client.ApiClient, namespace: str, workloads: Iterab
         answer = await custom.create_namespaced_custom_object(
             *PODGROUPS[:2], namespace, PODGROUPS[2], group, _preload_content=False
         )
-        await _ok(answer, f"PodGroup {group['metadata']['name']}")
+        await ok(answer, f"PodGroup {group['metadata']['name']}")
         for member in members:
             pod: Any = member
             answer = await core.create_namespaced_pod(namespace, pod, _preload_content=False)
-            await _ok(answer, f"Pod {member['metadata']['name']}")
+            await ok(answer, f"Pod {member['metadata']['name']}")
 
 
 async def _create_jobs(api: client.ApiClient, namespace: str, workloads: Iterable[int]) -> None:
@@ -391,7 +367,7 @@ async def _create_jobs(api: client.ApiClient, namespace: str, workloads: Iterabl
     for i in workloads:
         job: Any = _job(i)
         answer = await batch.create_namespaced_job(namespace, job, _preload_content=False)
-        await _ok(answer, f"Job {job['metadata']['name']}")
+        await ok(answer, f"Job {job['metadata']['name']}")
 
 
 # -- the audit log --------------------------------------------------------------------------
@@ -437,19 +413,7 @@ class Result(msgspec.Struct, frozen=True):
     def admitting(self) -> Calls:
         """The calls of the side that admits and binds: kbatchd; Kueue and kube-scheduler."""
         names = (KBATCHD,) if self.controller == KBATCHD else (KUEUE, SCHEDULER)
-        return _merge(*(self.calls.get(name, Calls()) for name in names))
-
-
-def _merge(*parts: Calls) -> Calls:
-    total = Calls()
-    for part in parts:
-        total.all += part.all
-        total.writes += part.writes
-        for key, value in part.by.items():
-            total.by[key] = total.by.get(key, 0) + value
-        for key, value in part.refused.items():
-            total.refused[key] = total.refused.get(key, 0) + value
-    return total
+        return merged(*(self.calls.get(name, Calls()) for name in names))
 
 
 def _in_one_rack(phase: _Phase, racks: dict[str, str], required: bool) -> tuple[int, int]:
@@ -467,10 +431,6 @@ def _in_one_rack(phase: _Phase, racks: dict[str, str], required: bool) -> tuple[
     return inside, admitted
 
 
-async def _version(answer: Any) -> str:
-    return msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
-
-
 async def _phase(
     api: client.ApiClient,
     plane: ControlPlane,
@@ -485,7 +445,7 @@ async def _phase(
     await make_namespace(api, namespace)
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     if controller == KUEUE:
-        await _ok(
+        await ok(
             await custom.create_namespaced_custom_object(
                 *KUEUE_API,
                 namespace,
@@ -497,7 +457,7 @@ async def _phase(
         )
     sizes = {f"w{i:05d}": SHAPES[i % 3][0] for i in range(workloads)}
     phase = _Phase(controller, namespace, sizes)
-    pods_at = await _version(await core.list_namespaced_pod(namespace, _preload_content=False))
+    pods_at = await list_version(await core.list_namespaced_pod(namespace, _preload_content=False))
 
     async def list_workloads(namespace: str, **options: Any) -> Any:
         return await custom.list_namespaced_custom_object(
@@ -508,18 +468,18 @@ async def _phase(
     begin = datetime.now(UTC)
     cpu_at = {name: cpu_seconds(pid) for name, pid in pids.items()}
     async with anyio.create_task_group() as tasks:
-        pod_events = msgspec.json.Decoder(_PodEvent)
+        pod_events = msgspec.json.Decoder(WatchEvent[_Pod])
         tasks.start_soon(
             watch_namespace, core.list_namespaced_pod, namespace, pods_at, pod_events, phase.pod
         )
         if controller == KUEUE:
             answer = await list_workloads(namespace, _preload_content=False)
-            workload_events = msgspec.json.Decoder(_WorkloadEvent)
+            workload_events = msgspec.json.Decoder(WatchEvent[_Workload])
             tasks.start_soon(
                 watch_namespace,
                 list_workloads,
                 namespace,
-                await _version(answer),
+                await list_version(answer),
                 workload_events,
                 phase.workload,
             )

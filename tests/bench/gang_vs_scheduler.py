@@ -52,8 +52,11 @@ from tests.bench.realplane import (
     KBATCHD_USER,
     AuditEvent,
     Calls,
+    WatchEvent,
     events_quiet,
+    list_version,
     make_namespace,
+    ok,
     remove_namespace,
     schedulable,
     watch_namespace,
@@ -193,16 +196,6 @@ class _Pod(msgspec.Struct):
     spec: _Spec = msgspec.field(default_factory=_Spec)
 
 
-class _WatchEvent(msgspec.Struct):
-    type: str
-    object: _Pod
-
-
-class _List(msgspec.Struct):
-    metadata: _Meta
-    items: list[_Pod]
-
-
 @dataclass
 class _Phase:
     scenario: Scenario
@@ -229,13 +222,6 @@ class _Phase:
             self.changed = anyio.Event()
 
 
-async def _ok(answer: Any, what: str) -> None:
-    async with answer:
-        body = await answer.read()
-        if not 200 <= answer.status <= 299:
-            raise RuntimeError(f"{what}: HTTP {answer.status}: {body[:300]!r}")
-
-
 async def _create(
     api: client.ApiClient,
     phase: _Phase,
@@ -246,14 +232,14 @@ async def _create(
     for group, pods in gangs:
         ns = phase.namespace
         if group is not None:
-            await _ok(
+            await ok(
                 await custom.create_namespaced_custom_object(
                     GROUP, API, ns, "podgroups", group, _preload_content=False
                 ),
                 f"PodGroup {group['metadata']['name']}",
             )
         for pod in pods:
-            await _ok(
+            await ok(
                 await core.create_namespaced_pod(ns, pod, _preload_content=False),
                 f"Pod {pod['metadata']['name']}",
             )
@@ -283,11 +269,11 @@ async def _play(
     answer: Any = await client.CoreV1Api(api).list_namespaced_pod(
         phase.namespace, _preload_content=False
     )
-    version = msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
+    version = await list_version(answer)
     gangs = _objects(scenario, scheduler, phase.namespace)
     total = sum(scenario.sizes)
     async with anyio.create_task_group() as tasks:
-        decoder = msgspec.json.Decoder(_WatchEvent)
+        decoder = msgspec.json.Decoder(WatchEvent[_Pod])
         list_pods = client.CoreV1Api(api).list_namespaced_pod
         tasks.start_soon(watch_namespace, list_pods, phase.namespace, version, decoder, phase.seen)
         phase.start = time.perf_counter()

@@ -68,16 +68,22 @@ from tests.bench.realplane import (
     KBATCHD_USER,
     AuditEvent,
     Calls,
+    Condition,
+    Owner,
+    WatchEvent,
+    audit_logged_past,
     count_calls,
     events_quiet,
+    list_version,
     make_namespace,
+    ok,
     production_config,
     remove_namespace,
     schedulable,
     watch_namespace,
 )
 from tests.bench.table import Table
-from tests.processes import eventually, kube_client, running_daemon
+from tests.processes import kube_client, running_daemon
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
 
 VERSION = "1.37.2"
@@ -199,15 +205,11 @@ MUTATION: dict[str, Any] = {
 # -- the watches ----------------------------------------------------------------------------
 
 
-class _Owner(msgspec.Struct):
-    name: str = ""
-
-
 class _Meta(msgspec.Struct):
     name: str = ""
     resourceVersion: str = ""
     annotations: dict[str, str] | None = None
-    ownerReferences: list[_Owner] | None = None
+    ownerReferences: list[Owner] | None = None
 
 
 class _Quantities(msgspec.Struct):
@@ -233,32 +235,13 @@ class _Pod(msgspec.Struct):
     status: _PodStatus = msgspec.field(default_factory=_PodStatus)
 
 
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
 class _JobStatus(msgspec.Struct):
-    conditions: list[_Condition] | None = None
+    conditions: list[Condition] | None = None
 
 
 class _Job(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     status: _JobStatus = msgspec.field(default_factory=_JobStatus)
-
-
-class _PodEvent(msgspec.Struct):
-    type: str
-    object: _Pod
-
-
-class _JobEvent(msgspec.Struct):
-    type: str
-    object: _Job
-
-
-class _List(msgspec.Struct):
-    metadata: _Meta
 
 
 @dataclass
@@ -310,10 +293,6 @@ class _Phase:
         self.changed = anyio.Event()
 
 
-async def _version(answer: Any) -> str:
-    return msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
-
-
 async def _fail_first_attempts(api: client.ApiClient, phase: _Phase) -> None:
     """The pods `_Phase.pod` picked made to exit 1, as soon as they are seen (kwok reads the
     annotation when their run ends, 2 s after they start)."""
@@ -332,13 +311,6 @@ async def _fail_first_attempts(api: client.ApiClient, phase: _Phase) -> None:
 
 
 # -- writing the Jobs -----------------------------------------------------------------------
-
-
-async def _ok(answer: Any, what: str) -> None:
-    async with answer:
-        body = await answer.read()
-        if not 200 <= answer.status <= 299:
-            raise RuntimeError(f"{what}: HTTP {answer.status}: {body[:300]!r}")
 
 
 async def _each(names: list[str], write: Callable[[str], Any]) -> None:
@@ -360,7 +332,7 @@ async def _create(api: client.ApiClient, phase: _Phase) -> None:
     async def create(name: str) -> None:
         body: Any = _job(phase.scenario, name, phase.namespace, phase.controller)
         answer = await batch.create_namespaced_job(phase.namespace, body, _preload_content=False)
-        await _ok(answer, f"Job {name}")
+        await ok(answer, f"Job {name}")
 
     await _each(phase.scenario.names(), create)
 
@@ -372,7 +344,7 @@ async def _patch_all(api: client.ApiClient, phase: _Phase, body: Any, what: str)
         answer = await batch.patch_namespaced_job(
             name, phase.namespace, body, _preload_content=False
         )
-        await _ok(answer, f"{what} Job {name}")
+        await ok(answer, f"{what} Job {name}")
 
     await _each(phase.scenario.names(), patch)
 
@@ -416,27 +388,6 @@ def _agents(log: Path, offset: int) -> dict[str, int]:
     return seen
 
 
-def _received_after(log: Path, stamp: str) -> bool:
-    """Whether the last 64 KiB of the audit log hold a request received after `stamp`."""
-    decoder = msgspec.json.Decoder(AuditEvent)
-    with log.open("rb") as lines:
-        lines.seek(max(0, log.stat().st_size - 65_536))
-        tail = lines.read().splitlines()[1:]
-    return any(decoder.decode(line).requestReceivedTimestamp > stamp for line in tail)
-
-
-async def _logged_past(log: Path, moment: datetime) -> None:
-    """Until the audit log holds a request received after `moment`: lines are written as
-    requests complete, and kube-apiserver's clients (kwok's leases, the watches) keep it
-    going, so the short requests that came before are in by then."""
-    stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-    async def past() -> bool:
-        return _received_after(log, stamp)
-
-    await eventually(past, within=60, what="the audit log past the phase's end")
-
-
 # -- a phase --------------------------------------------------------------------------------
 
 
@@ -466,13 +417,13 @@ async def _phase(
     await make_namespace(api, namespace)
     phase = _Phase(scenario, controller, namespace)
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    pods_at = await _version(await core.list_namespaced_pod(namespace, _preload_content=False))
-    jobs_at = await _version(await batch.list_namespaced_job(namespace, _preload_content=False))
+    pods_at = await list_version(await core.list_namespaced_pod(namespace, _preload_content=False))
+    jobs_at = await list_version(await batch.list_namespaced_job(namespace, _preload_content=False))
     kcm = plane.pid(CONTROLLER_MANAGER)
     names = set(scenario.names())
     async with anyio.create_task_group() as tasks:
-        pods = msgspec.json.Decoder(_PodEvent)
-        jobs = msgspec.json.Decoder(_JobEvent)
+        pods = msgspec.json.Decoder(WatchEvent[_Pod])
+        jobs = msgspec.json.Decoder(WatchEvent[_Job])
         list_pods = client.CoreV1Api(api).list_namespaced_pod
         list_jobs = client.BatchV1Api(api).list_namespaced_job
         tasks.start_soon(watch_namespace, list_pods, phase.namespace, pods_at, pods, phase.pod)
@@ -507,7 +458,7 @@ async def _phase(
         cpu = (cpu_seconds(daemon) - cpu_at) if daemon else 0.0
         kcm_cpu = cpu_seconds(kcm) - kcm_at
         tasks.cancel_scope.cancel()
-    await _logged_past(plane.audit_log, end)
+    await audit_logged_past(plane.audit_log, end)
     calls = count_calls(plane.audit_log, offset, begin, end, _who).get(controller, Calls())
     if controller == UPSTREAM:
         cpu = kcm_cpu

@@ -85,16 +85,22 @@ from tests.bench.realplane import (
     KBATCHD_USER,
     AuditEvent,
     Calls,
+    Condition,
+    Owner,
+    WatchEvent,
+    audit_logged_past,
     count_calls,
     events_quiet,
+    list_version,
     make_namespace,
+    merged,
     production_config,
     remove_namespace,
     schedulable,
     watch_namespace,
 )
 from tests.bench.table import Table
-from tests.processes import eventually, kube_client, running_daemon
+from tests.processes import kube_client, running_daemon
 from tests.realcluster.controlplane import VERSIONS, ControlPlane, ControlPlaneError
 
 VERSION = "1.37.2"
@@ -201,26 +207,17 @@ def _jobset(strategy: Strategy, size: Size, namespace: str, controller: str) -> 
 # -- the watches ----------------------------------------------------------------------------
 
 
-class _Owner(msgspec.Struct):
-    uid: str = ""
-
-
 class _Meta(msgspec.Struct):
     name: str = ""
     uid: str = ""
     resourceVersion: str = ""
     deletionTimestamp: str | None = None
-    ownerReferences: list[_Owner] | None = None
-
-
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
+    ownerReferences: list[Owner] | None = None
 
 
 class _PodStatus(msgspec.Struct):
     phase: str = ""
-    conditions: list[_Condition] | None = None
+    conditions: list[Condition] | None = None
 
 
 class _Pod(msgspec.Struct):
@@ -234,31 +231,12 @@ class _Job(msgspec.Struct):
 
 class _JobSetStatus(msgspec.Struct):
     restarts: int = 0
-    conditions: list[_Condition] | None = None
+    conditions: list[Condition] | None = None
 
 
 class _JobSet(msgspec.Struct):
     metadata: _Meta = msgspec.field(default_factory=_Meta)
     status: _JobSetStatus = msgspec.field(default_factory=_JobSetStatus)
-
-
-class _PodEvent(msgspec.Struct):
-    type: str
-    object: _Pod
-
-
-class _JobEvent(msgspec.Struct):
-    type: str
-    object: _Job
-
-
-class _JobSetEvent(msgspec.Struct):
-    type: str
-    object: _JobSet
-
-
-class _List(msgspec.Struct):
-    metadata: _Meta
 
 
 @dataclass
@@ -338,10 +316,6 @@ class _Phase:
         self.failure = time.perf_counter()
 
 
-async def _version(answer: Any) -> str:
-    return msgspec.json.decode(await answer.read(), type=_List).metadata.resourceVersion
-
-
 async def _until(phase: _Phase, done: Callable[[], bool], limit: float) -> bool:
     """Until `done()` (True), nothing has changed for STALL s or `limit` s passed (False)."""
     with anyio.move_on_after(limit):
@@ -378,37 +352,6 @@ def _who(event: AuditEvent) -> str | None:
     if agent.startswith(f"{CONTROLLER_MANAGER}/"):
         return agent.rsplit("/", 1)[-1]
     return None
-
-
-def _received_after(log: Path, stamp: str) -> bool:
-    decoder = msgspec.json.Decoder(AuditEvent)
-    with log.open("rb") as lines:
-        lines.seek(max(0, log.stat().st_size - 65_536))
-        tail = lines.read().splitlines()[1:]
-    return any(decoder.decode(line).requestReceivedTimestamp > stamp for line in tail)
-
-
-async def _logged_past(log: Path, moment: datetime) -> None:
-    """Until the audit log holds a request received after `moment` (lines are written as
-    requests complete; kwok's leases keep it going)."""
-    stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-    async def past() -> bool:
-        return _received_after(log, stamp)
-
-    await eventually(past, within=60, what="the audit log past the phase's end")
-
-
-def _merge(*parts: Calls) -> Calls:
-    total = Calls()
-    for part in parts:
-        total.all += part.all
-        total.writes += part.writes
-        for key, value in part.by.items():
-            total.by[key] = total.by.get(key, 0) + value
-        for key, value in part.refused.items():
-            total.refused[key] = total.refused.get(key, 0) + value
-    return total
 
 
 # -- a phase --------------------------------------------------------------------------------
@@ -469,18 +412,18 @@ async def _phase(
     phase = _Phase(strategy, size, controller, namespace)
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     custom = client.CustomObjectsApi(api)
-    pods_at = await _version(await core.list_namespaced_pod(namespace, _preload_content=False))
-    jobs_at = await _version(await batch.list_namespaced_job(namespace, _preload_content=False))
-    sets_at = await _version(await _jobsets(api, namespace, _preload_content=False))
+    pods_at = await list_version(await core.list_namespaced_pod(namespace, _preload_content=False))
+    jobs_at = await list_version(await batch.list_namespaced_job(namespace, _preload_content=False))
+    sets_at = await list_version(await _jobsets(api, namespace, _preload_content=False))
     kcm = plane.pid(CONTROLLER_MANAGER)
 
     async def list_jobsets(namespace: str, **options: Any) -> Any:
         return await _jobsets(api, namespace, **options)
 
     async with anyio.create_task_group() as tasks:
-        pods = msgspec.json.Decoder(_PodEvent)
-        jobs = msgspec.json.Decoder(_JobEvent)
-        sets = msgspec.json.Decoder(_JobSetEvent)
+        pods = msgspec.json.Decoder(WatchEvent[_Pod])
+        jobs = msgspec.json.Decoder(WatchEvent[_Job])
+        sets = msgspec.json.Decoder(WatchEvent[_JobSet])
         tasks.start_soon(
             watch_namespace, core.list_namespaced_pod, namespace, pods_at, pods, phase.pod
         )
@@ -510,13 +453,13 @@ async def _phase(
         end = datetime.now(UTC)
         cpu, kcm_cpu = cpu_seconds(pid) - cpu_at, cpu_seconds(kcm) - kcm_at
         tasks.cancel_scope.cancel()
-    await _logged_past(plane.audit_log, end)
+    await audit_logged_past(plane.audit_log, end)
     counted = count_calls(plane.audit_log, offset, begin, end, _who)
     if controller == KBATCHD:
         calls, manager = counted.pop(KBATCHD, Calls()), Calls()
     else:
         manager = counted.pop("jobset-manager", Calls())
-        calls = _merge(manager, counted.pop(JOB_CONTROLLER, Calls()))
+        calls = merged(manager, counted.pop(JOB_CONTROLLER, Calls()))
     collector = counted.pop(COLLECTOR, Calls())
     status = phase.jobset
     result = Result(

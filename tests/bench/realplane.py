@@ -1,7 +1,8 @@
 """What the benches that put kbatchd beside an upstream component on one real control plane
-(`gang_vs_scheduler`, `job_vs_upstream`) share: a namespace per phase made and removed, the
-nodes' start-up taints waited out, and the API calls of each side counted from kube-apiserver's
-audit log (`ControlPlane.start(audit=True)`)."""
+(`gang_vs_scheduler`, `job_vs_upstream`, `jobset_vs_upstream`, `gang_vs_kueue`) share: a
+namespace per phase made and removed, the nodes' start-up taints waited out, raw watches and
+lists, and the API calls of each side counted from kube-apiserver's audit log
+(`ControlPlane.start(audit=True)`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 import anyio
 import msgspec
@@ -48,6 +49,40 @@ class Calls:
     writes: int = 0
     by: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub]" -> count
     refused: dict[str, int] = field(default_factory=dict)  # "verb resource[/sub] code" -> count
+
+
+def merged(*parts: Calls) -> Calls:
+    """The sum of several callers' counts."""
+    total = Calls()
+    for part in parts:
+        total.all += part.all
+        total.writes += part.writes
+        for key, value in part.by.items():
+            total.by[key] = total.by.get(key, 0) + value
+        for key, value in part.refused.items():
+            total.refused[key] = total.refused.get(key, 0) + value
+    return total
+
+
+def _received_after(log: Path, stamp: str) -> bool:
+    """Whether the last 64 KiB of the audit log hold a request received after `stamp`."""
+    decoder = msgspec.json.Decoder(AuditEvent)
+    with log.open("rb") as lines:
+        lines.seek(max(0, log.stat().st_size - 65_536))
+        tail = lines.read().splitlines()[1:]
+    return any(decoder.decode(line).requestReceivedTimestamp > stamp for line in tail)
+
+
+async def audit_logged_past(log: Path, moment: datetime) -> None:
+    """Until the audit log holds a request received after `moment`: lines are written as
+    requests complete, and kube-apiserver's clients (kwok's leases, the watches) keep it
+    going, so the short requests that came before are in by then."""
+    stamp = _stamp(moment)
+
+    async def past() -> bool:
+        return _received_after(log, stamp)
+
+    await eventually(past, within=60, what="the audit log past the phase's end")
 
 
 def _stamp(moment: datetime) -> str:
@@ -158,6 +193,47 @@ async def events_quiet(api: client.ApiClient, namespace: str, quiet: float) -> N
             elif now - since >= quiet:
                 return
             await anyio.sleep(0.5)
+
+
+async def ok(answer: Any, what: str) -> None:
+    """Read a raw (`_preload_content=False`) answer; fail naming `what` unless it is 2xx."""
+    async with answer:
+        body = await answer.read()
+        if not 200 <= answer.status <= 299:
+            raise RuntimeError(f"{what}: HTTP {answer.status}: {body[:300]!r}")
+
+
+class _ListMeta(msgspec.Struct):
+    resourceVersion: str = ""
+
+
+class _ListHead(msgspec.Struct):
+    metadata: _ListMeta
+
+
+async def list_version(answer: Any) -> str:
+    """The resourceVersion of a raw list answer: where a watch of what it listed starts."""
+    return msgspec.json.decode(await answer.read(), type=_ListHead).metadata.resourceVersion
+
+
+Object = TypeVar("Object")
+
+
+class WatchEvent(msgspec.Struct, Generic[Object]):
+    """One line of a raw watch (`watch_namespace`), its object decoded as `Object`."""
+
+    type: str
+    object: Object
+
+
+class Owner(msgspec.Struct):
+    name: str = ""
+    uid: str = ""
+
+
+class Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
 
 
 async def watch_namespace(
