@@ -568,26 +568,13 @@ class ControlPlane:
             "--config", str(config), "--zap-devel=false",
         ])  # fmt: skip
         self._wait("the JobSet manager ready", lambda: _probe_ready(probe))
-        for document in _jobset_webhooks(home / "webhook", f"https://127.0.0.1:{webhook}"):
-            document["webhooks"] = [
-                {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": _b64(pki / "ca.crt")}}
-                for hook in document["webhooks"]
-            ]
-            path = f"/apis/admissionregistration.k8s.io/v1/{document['kind'].lower()}s"
-            status, body = self.request("POST", path, document)
-            if status != 201:
-                raise ControlPlaneError(f"registering {document['kind']}: HTTP {status}: {body}")
+        self._register_webhooks(_jobset_webhooks(home / "webhook", f"https://127.0.0.1:{webhook}"))
         return self.pid("jobset-manager")
 
     def stop_jobset_manager(self) -> None:
         """Its webhook configurations removed (with them in place and nothing serving them, every
         JobSet and JobSet pod would be refused), then the manager stopped."""
-        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-            for name in (
-                "jobset-mutating-webhook-configuration",
-                "jobset-validating-webhook-configuration",
-            ):
-                self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
+        self._remove_webhooks("jobset")
         self._end("jobset-manager")
 
     def start_kueue_manager(self, qps: float, burst: int) -> int:
@@ -657,30 +644,40 @@ class ControlPlane:
             "--config", str(config), "--zap-log-level=2",
         ])  # fmt: skip
         self._wait("the Kueue manager ready", lambda: _probe_ready(probe))
-        for document in _kueue_webhooks(home / "webhook", server):
+        self._register_webhooks(_kueue_webhooks(home / "webhook", server))
+        return self.pid("kueue-manager")
+
+    def stop_kueue_manager(self) -> None:
+        """Its webhook configurations removed (with them in place and nothing serving them,
+        every Job and pod would be refused), then the manager stopped."""
+        self._remove_webhooks("kueue")
+        self._end("kueue-manager")
+        if self._kueue_made is not None:
+            shutil.rmtree(self._kueue_made, ignore_errors=True)
+            self._kueue_made = None
+
+    def _register_webhooks(self, documents: list[dict[str, Any]]) -> None:
+        """Register webhook configurations whose hooks are addressed by URL, trusting the
+        plane's CA (what a manager serves on loopback with the serving certificate)."""
+        ca = _b64(self.root / "pki" / "ca.crt")
+        for document in documents:
             document["webhooks"] = [
-                {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": _b64(pki / "ca.crt")}}
+                {**hook, "clientConfig": {**hook["clientConfig"], "caBundle": ca}}
                 for hook in document["webhooks"]
             ]
             path = f"/apis/admissionregistration.k8s.io/v1/{document['kind'].lower()}s"
             status, body = self.request("POST", path, document)
             if status != 201:
                 raise ControlPlaneError(f"registering {document['kind']}: HTTP {status}: {body}")
-        return self.pid("kueue-manager")
 
-    def stop_kueue_manager(self) -> None:
-        """Its webhook configurations removed (with them in place and nothing serving them,
-        every Job and pod would be refused), then the manager stopped."""
+    def _remove_webhooks(self, prefix: str) -> None:
+        """Remove the mutating and validating configurations `PREFIX-…-webhook-configuration`."""
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
             for name in (
-                "kueue-mutating-webhook-configuration",
-                "kueue-validating-webhook-configuration",
+                f"{prefix}-mutating-webhook-configuration",
+                f"{prefix}-validating-webhook-configuration",
             ):
                 self.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/{name}")
-        self._end("kueue-manager")
-        if self._kueue_made is not None:
-            shutil.rmtree(self._kueue_made, ignore_errors=True)
-            self._kueue_made = None
 
     def _end(self, name: str) -> None:
         """The component `name` stopped (SIGTERM, SIGKILL after 15 s) and forgotten."""
