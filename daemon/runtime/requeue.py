@@ -41,6 +41,13 @@ class Requeues:
                 found.append(key)
         return found
 
+    def next_at(self) -> int | None:
+        """When the earliest key falls due (None: none waits)."""
+        heap, at = self._heap, self._at
+        while heap and at.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)  # superseded, or already handed out
+        return heap[0][0] if heap else None
+
     def failed(self, key: str, now: int) -> int:
         """An intent of `key` failed: it backs off (first_ms, doubling to cap_ms) and is
         decided again when that ends. Returns the end."""

@@ -1,6 +1,6 @@
 """What feeds the log from the clusters: per cluster an informer for each kind its API server
 serves (found by discovery, asked again every ``discovery_seconds``), the answer to whether it
-keeps Job ``spec.managedBy``, and the clock's ticks."""
+keeps Job ``spec.managedBy``, and the clock's ticks (`Clock`)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from daemon.kube.actuator import RETRIABLE
 from daemon.kube.api import KubeApi
 from daemon.kube.capabilities import ProbeError, keeps_job_managed_by
 from daemon.kube.discovery import listable, missing_message, served_resources
-from daemon.kube.ingest import INGEST_ERRORS, UNANSWERED, Backoff, Informer, error_code, now_ms
+from daemon.kube.ingest import INGEST_ERRORS, UNANSWERED, Backoff, Informer, error_code
 from daemon.kube.resources import CANDIDATES, Resource
+from daemon.runtime.clock import Clock
 from daemon.runtime.clusters import Clusters
 from events.objects import SlimObject
-from events.schema import Event, Tick
+from events.schema import Event
 from events.state import State
 
 if TYPE_CHECKING:  # handed in by the service that builds the daemon (`daemon.service.run`)
@@ -56,6 +57,7 @@ class Sources:
         # Per cluster: the resources its API server serves, as discovery last said: what the
         # actuator and the Kubernetes Events recorder address their calls by.
         self.served: dict[str, dict[str, Resource]] = {}
+        self.clock = Clock(settings.tick_seconds, settings.pass_interval_seconds, send)
 
     async def _ask_managed_by(self, cluster: str, api: KubeApi) -> None:
         """Whether `cluster`'s API server keeps Job spec.managedBy (JobManagedBy on); where it
@@ -112,7 +114,7 @@ class Sources:
                 for cluster, api in apis.items():
                     tg.start_soon(self._cluster_sources, cluster, api)
                     tg.start_soon(self._ask_managed_by, cluster, api)
-                tg.start_soon(self._clock)
+                tg.start_soon(self.clock.run)
 
     async def _cluster_sources(self, cluster: str, api: KubeApi) -> None:
         """An informer for each kind the cluster serves, at the newest version it serves,
@@ -226,9 +228,3 @@ class Sources:
 
     def _ingest_error(self, cluster: str, code: int | str) -> None:
         self.metrics.api_error(cluster, "ingest", code)
-
-    async def _clock(self) -> None:
-        period = self.settings.tick_seconds
-        while True:
-            await anyio.sleep(period)
-            await self.send([Tick(at=now_ms())])

@@ -390,6 +390,8 @@ class Daemon:
             if batch or dirty:
                 await self._reconcile(event_log, dirty, trace)
                 await self._snapshots.appended(event_log, self.state, len(batch))
+            # Only while acting: a timer falls due only in a pass that decides.
+            self.sources.clock.arm(self._requeues.next_at() if self.acting else None)
             for flush in flushes:
                 flush.done.set()
 

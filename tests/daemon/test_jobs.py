@@ -460,6 +460,45 @@ async def test_a_jobs_pod_changes_are_batched_a_second_at_a_time(
     assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
 
 
+async def test_a_failed_pods_replacement_comes_when_its_back_off_ends_not_at_a_tick(
+    tmp_path: Path, backend: str
+) -> None:
+    """Timers fall due on the log's clock, which only events move: in a quiet spell the clock
+    ticks when the earliest timer is due, not only every `tick_seconds` (10 s here)."""
+    body = job_body(
+        "retrying",
+        annotations={"sim.kbatchd.dev/run-seconds": "1", "sim.kbatchd.dev/exit-code": "1"},
+    )
+    async with (
+        on_cluster(backend, tmp_path) as cluster,
+        running_daemon(cluster.daemon_config(tmp_path, tick_seconds=10)),
+        kube_client(cluster.admin) as api,
+    ):
+        core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+        await batch.create_namespaced_job(cluster.namespace, body)
+
+        async def replaced() -> bool:
+            return len(await pods_of(core, "retrying", cluster.namespace)) >= 2
+
+        await eventually(replaced, within=60, what="a second pod")
+    events = await logged_events(tmp_path / "kbatchd.db")
+    failed = min(
+        e.at
+        for _, e in events
+        if isinstance(e, Observed) and e.kind == "Pod" and e.obj.phase == "Failed"
+    )
+    replaced_at = min(
+        e.at
+        for _, e in events
+        if isinstance(e, Decided)
+        and e.at > failed
+        and any(isinstance(i, Create) and i.kind == "Pod" for i in e.intents)
+    )
+    # The back-off is 1 s from the pod's finish (seconds, as upstream stores it).
+    assert replaced_at - failed < 3000, f"replaced {replaced_at - failed} ms after the failure"
+    assert await assert_reproduced(tmp_path / "kbatchd.db") > 0
+
+
 @pytest.mark.parametrize("while_down", [False, True], ids=["running", "while-down"])
 async def test_pods_orphaned_by_their_jobs_deletion_lose_the_tracking_finalizer(
     tmp_path: Path, backend: str, while_down: bool

@@ -25,6 +25,11 @@ class Due:
     keys: list[str]
 
 
+@dataclass(frozen=True)
+class Next:
+    at: int | None
+
+
 @pytest.mark.parametrize(
     "steps",
     [
@@ -45,13 +50,24 @@ class Due:
         pytest.param(
             [Schedule(10, "a"), Due(10, ["a"]), Schedule(15, "a"), Due(15, ["a"])], id="again"
         ),
+        # The clock is armed for the earliest time still waiting...
+        pytest.param([Next(None), Schedule(30, "b"), Schedule(10, "a"), Next(10)], id="next"),
+        # ...which is neither a superseded time nor one handed out.
+        pytest.param(
+            [Schedule(20, "a"), Schedule(10, "a"), Due(10, ["a"]), Next(None)], id="next-stale"
+        ),
+        pytest.param(
+            [Schedule(10, "a"), Schedule(20, "b"), Due(15, ["a"]), Next(20)], id="next-after-due"
+        ),
     ],
 )
-def test_schedule_and_due(steps: list[Schedule | Due]) -> None:
+def test_schedule_and_due(steps: list[Schedule | Due | Next]) -> None:
     requeues = Requeues(1000, 60_000)
     for step in steps:
         if isinstance(step, Schedule):
             requeues.schedule(step.at, step.key)
+        elif isinstance(step, Next):
+            assert requeues.next_at() == step.at
         else:
             assert requeues.due(step.now) == step.keys
 
@@ -80,6 +96,7 @@ def test_clear_forgets_everything() -> None:
     requeues.schedule(10, "a")
     requeues.failed("b", 0)
     requeues.clear()
+    assert requeues.next_at() is None
     assert requeues.due(10**9) == []
     assert requeues.ready({"b"}, 0) == {"b"}
 
