@@ -7,32 +7,37 @@ hosts, 96 CPUs each, labelled with block, rack and host).
 The workloads are the gang section's (`tests.bench.gang`): 15,000 of 2, 4 or 8 pods (1, 2 or 4
 CPUs each, running 0.2, 0.5 or 1 s), half requiring one rack and half preferring one, times
 `--scale` (the 640 nodes are not scaled). Unlike Kueue's performance test, there are no cohorts
-and one ClusterQueue, and the workloads are created as fast as the bench's creators go, not
-paced. Each is played once by each side, in a namespace of its own removed afterwards:
+and one ClusterQueue, and the workloads are not paced: each side finds all of them waiting when
+it is released, so that what is measured is how fast it admits a standing backlog, not how
+fast the bench creates. Each is played once by each side, in a namespace of its own removed
+afterwards:
 
 - kbatchd (the daemon running with the shipped settings, `realplane.production_config`; gang
   admission is on in them): a scheduling.k8s.io/v1beta1 PodGroup of gang minCount = its pods
   (the rack required as its `schedulingConstraints.topology`) and its pods (`schedulerName:
   kbatchd`; a preferred rack as Kueue's `podset-preferred-topology` annotation, which kbatchd
-  reads). kbatchd admits, places and binds each gang itself.
+  reads). kbatchd admits, places and binds each gang itself. The daemon is not running while
+  they are created; it is released by starting it (so its start and first list count).
 - Kueue (its manager running, `ControlPlane.start_kueue_manager`; the daemon stopped): a
   batch/v1 Job of parallelism = completions = its pods, labelled with the LocalQueue's name,
   its pod template annotated `kueue.x-k8s.io/podset-required-topology` or
   `podset-preferred-topology` (the rack label). A Topology (block, rack, host: the nodes'
   label keys), a ResourceFlavor with that topology (its node label: `type: kwok`, which every
   node carries), a ClusterQueue whose CPU quota is the whole cluster's, and a LocalQueue.
-  Kueue's webhook suspends each Job and Kueue admits its Workload with a topology assignment;
+  Kueue's webhook suspends each Job and Kueue makes its Workload; the ClusterQueue's
+  `stopPolicy` is Hold while they are created, and Kueue is released, once every Workload
+  exists, by setting it to None. Kueue then admits each Workload with a topology assignment;
   kube-controller-manager's Job controller (its defaults: 20 QPS / 30 burst) then creates the
   pods, Kueue takes their topology scheduling gate off with its node selector, and
   kube-scheduler binds them.
 
-Every workload is created before the clock stops (8 creators, admin credentials, not counted).
-The figures of a phase, from a watch of its pods (and of Kueue's Workloads):
+The workloads are created by 8 creators with admin credentials (not counted). The figures of a
+phase, from a watch of its pods (and of Kueue's Workloads):
 
-- wall time from the first create to the last pod Succeeded, to the last pod bound, and to the
+- wall time from the release to the last pod Succeeded, to the last pod bound, and to the
   phase settled (kbatchd: the last pod Succeeded; Kueue: every Workload `Finished`, which waits
   for kube-controller-manager's Job controller to mark each Job Complete);
-- workloads admitted per second, first create to the last admitted: kbatchd's gang admitted
+- workloads admitted per second, release to the last admitted: kbatchd's gang admitted
   when its last pod is bound (kbatchd admits by binding); Kueue's when its Workload turns
   `Admitted` (before any of its pods exists or is bound);
 - API calls from kube-apiserver's audit log, from the first create until every pod has
@@ -41,8 +46,8 @@ The figures of a phase, from a watch of its pods (and of Kueue's Workloads):
   plus kube-scheduler's (`kube-scheduler/…`, its binds, pod status patches and Events), which
   does the binding kbatchd does itself; kube-controller-manager's Job controller listed
   beside (it creates Kueue's pods, as the bench creates kbatchd's);
-- CPU seconds over the same span (/proc/PID/stat, utime + stime): the daemon's; Kueue's
-  manager's and kube-scheduler's; kube-controller-manager's beside;
+- CPU seconds over the same span (/proc/PID/stat, utime + stime): the daemon's (from its
+  start); Kueue's manager's and kube-scheduler's; kube-controller-manager's beside;
 - placement: every admitted workload that requires a rack has all its pods on nodes of one
   rack (the nodes' labels), the same rule for both; how many preferring one got one is shown.
 
@@ -70,7 +75,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,6 +83,8 @@ from typing import Any, Final
 
 import anyio
 import msgspec
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskStatus
 from kubernetes_asyncio import client
 
 from daemon.runtime import eventloop
@@ -282,6 +289,7 @@ class _Phase:
     succeeded: set[str] = field(default_factory=set)
     admitted: dict[str, float] = field(default_factory=dict)  # workload -> when
     finished: set[str] = field(default_factory=set)  # Kueue's Workloads Finished
+    queued: set[str] = field(default_factory=set)  # Kueue's Workloads made (by Job)
     last_bind: float = 0.0
     done: float = 0.0  # the last pod Succeeded
     last_change: float = field(default_factory=time.perf_counter)
@@ -319,6 +327,7 @@ class _Phase:
         if kind == "DELETED" or not owners:
             return
         job, conditions = owners[0].name, workload.status.conditions
+        self.queued.add(job)
         if _true(conditions, "Admitted"):
             self.admitted.setdefault(job, time.perf_counter())
         if _true(conditions, "Finished"):
@@ -330,6 +339,13 @@ class _Phase:
         if len(self.succeeded) < self.pods:
             return False
         return self.controller == KBATCHD or len(self.finished) == len(self.sizes)
+
+
+async def _until_queued(phase: _Phase) -> None:
+    """Until Kueue has made every Job's Workload (its queue held, none is admitted)."""
+    with anyio.fail_after(LIMIT):
+        while len(phase.queued) < len(phase.sizes):
+            await phase.changed.wait()
 
 
 async def _until_settled(phase: _Phase) -> bool:
@@ -394,12 +410,12 @@ def _who(event: AuditEvent) -> str | None:
 class Result(msgspec.Struct, frozen=True):
     controller: str
     workloads: int
-    created: float  # first create -> last create answered
-    done: float  # first create -> last pod Succeeded; 0: not reached
-    settled: float  # first create -> `_Phase.settled`; 0: not reached
-    bound: float  # first create -> last pod bound
+    created: float  # first create -> last create answered (before the release)
+    done: float  # release -> last pod Succeeded; 0: not reached
+    settled: float  # release -> `_Phase.settled`; 0: not reached
+    bound: float  # release -> last pod bound
     admitted: int
-    admit_span: float  # first create -> last admitted
+    admit_span: float  # release -> last admitted
     calls: dict[str, Calls]  # by `_who`
     cpu: dict[str, float]  # by component
     one_rack: tuple[int, int]  # required workloads admitted inside one rack, admitted
@@ -437,9 +453,11 @@ async def _phase(
     controller: str,
     workloads: int,
     pids: dict[str, int],
+    release: Callable[[], Awaitable[dict[str, int]]],
 ) -> Result:
-    """The workloads played by `controller` in a namespace of its own; `pids`: the processes
-    whose CPU is measured, by name."""
+    """The workloads played by `controller` in a namespace of its own, created while it is
+    held and then released (`release`, which returns the processes it started, by name);
+    `pids`: the processes whose CPU is measured, by name."""
     print(f"gang_vs_kueue: {workloads:,} workloads with {controller}", flush=True)
     namespace = f"gang-{controller}"
     await make_namespace(api, namespace)
@@ -484,11 +502,17 @@ async def _phase(
                 phase.workload,
             )
         create = _create_gangs if controller == KBATCHD else _create_jobs
-        phase.start = time.perf_counter()
+        began = time.perf_counter()
         async with anyio.create_task_group() as creators:
             for k in range(CREATORS):
                 creators.start_soon(create, api, namespace, range(k, workloads, CREATORS))
-        created = time.perf_counter() - phase.start
+        created = time.perf_counter() - began
+        if controller == KUEUE:
+            await _until_queued(phase)
+        phase.start = time.perf_counter()
+        started = await release()
+        pids = pids | started
+        cpu_at |= dict.fromkeys(started, 0.0)
         settled = await _until_settled(phase)
         settle = time.perf_counter() - phase.start if settled else 0.0
         tasks.cancel_scope.cancel()
@@ -562,20 +586,21 @@ def report(table: Table, results: list[Result]) -> None:
         f"{ours.workloads:,} workloads ({total:,} pods), 640 nodes"
     )
     table.add(
-        f"{where}: first create → last pod Succeeded (→ last pod bound; → the bench's last "
-        f"create: kbatchd's PodGroups and pods, Kueue's Jobs)",
+        f"{where}: released → last pod Succeeded (→ last pod bound; before the release, the "
+        f"bench created kbatchd's PodGroups and pods, Kueue's Jobs, in)",
         f"kbatchd {_seconds(ours.done)} ({_seconds(ours.bound)}; {ours.created:.1f} s); Kueue "
         f"{_seconds(theirs.done)} ({_seconds(theirs.bound)}; {theirs.created:.1f} s)",
     )
     table.add(
-        f"{where}: first create → settled (kbatchd: last pod Succeeded; Kueue: every Workload "
+        f"{where}: released → settled (kbatchd: last pod Succeeded; Kueue: every Workload "
         f"Finished, once kube-controller-manager's Job controller has marked its Job Complete)",
         f"kbatchd {_seconds(ours.settled)}; Kueue {_seconds(theirs.settled)}",
     )
     speed = ours.admit_rate / theirs.admit_rate if theirs.admit_rate else 0.0
     table.add(
-        f"{where}: workloads admitted per second, first create → last admitted (kbatchd: gang "
-        f"bound; Kueue: Workload Admitted)",
+        f"{where}: workloads admitted per second from a standing backlog, released → last "
+        f"admitted (kbatchd: started, gang bound; Kueue: stopPolicy Hold → None, Workload "
+        f"Admitted)",
         f"kbatchd {ours.admit_rate:.1f}/s ({ours.admitted:,} in {ours.admit_span:.1f} s); Kueue "
         f"{theirs.admit_rate:.1f}/s ({theirs.admitted:,} in {theirs.admit_span:.1f} s); "
         f"{speed:.2f}×",
@@ -583,7 +608,7 @@ def report(table: Table, results: list[Result]) -> None:
         speed >= GOAL_SPEED and ours.admitted == ours.workloads,
     )
     table.add(
-        f"{where}: end to end, workloads per second (first create → last pod Succeeded)",
+        f"{where}: end to end, workloads per second (released → last pod Succeeded)",
         f"kbatchd {ours.workloads / ours.done if ours.done else 0:.1f}/s; Kueue "
         f"{theirs.workloads / theirs.done if theirs.done else 0:.1f}/s",
     )
@@ -600,7 +625,7 @@ def report(table: Table, results: list[Result]) -> None:
         ours_calls.writes < theirs_calls.writes,
     )
     table.add(
-        f"{where}: CPU seconds (first create → settled)",
+        f"{where}: CPU seconds (first create, or the daemon's start → settled)",
         f"kbatchd daemon {ours.cpu.get(KBATCHD, 0):.1f} s; Kueue manager "
         f"{theirs.cpu.get(KUEUE, 0):.1f} s + kube-scheduler {theirs.cpu.get(SCHEDULER, 0):.1f} s; "
         f"beside, kube-controller-manager {ours.cpu.get(CONTROLLER_MANAGER, 0):.1f} s vs "
@@ -618,9 +643,8 @@ def report(table: Table, results: list[Result]) -> None:
     )
 
 
-async def _kueue_ready(api: client.ApiClient) -> None:
-    """The ClusterQueue active (its flavor and topology found): workloads submitted before
-    would wait for it."""
+async def _until_kueue_active(api: client.ApiClient, active: bool) -> None:
+    """Until the ClusterQueue is active (its flavor and topology found, not stopped), or not."""
     custom = client.CustomObjectsApi(api)
     with anyio.fail_after(120):
         while True:
@@ -628,9 +652,26 @@ async def _kueue_ready(api: client.ApiClient) -> None:
                 *KUEUE_API, "clusterqueues", CLUSTER_QUEUE
             )
             conditions = (queue.get("status") or {}).get("conditions") or ()
-            if any(c["type"] == "Active" and c["status"] == "True" for c in conditions):
+            if _true([Condition(c["type"], c["status"]) for c in conditions], "Active") == active:
                 return
             await anyio.sleep(0.5)
+
+
+async def _stop_policy(api: client.ApiClient, policy: str) -> None:
+    """Set the ClusterQueue's `stopPolicy`: Hold admits nothing new, None admits again."""
+    patch = [{"op": "add", "path": "/spec/stopPolicy", "value": policy}]
+    await client.CustomObjectsApi(api).patch_cluster_custom_object(
+        *KUEUE_API, "clusterqueues", CLUSTER_QUEUE, patch
+    )
+
+
+async def _daemon_until(
+    config: Path, stop: anyio.Event, *, task_status: TaskStatus[int] = TASK_STATUS_IGNORED
+) -> None:
+    """Run the daemon, started (its pid) once synced, until `stop`."""
+    async with running_daemon(config) as daemon:
+        task_status.started(daemon.process.pid)
+        await stop.wait()
 
 
 async def run(table: Table, scale: float = DEFAULT_SCALE) -> None:
@@ -658,9 +699,16 @@ async def run(table: Table, scale: float = DEFAULT_SCALE) -> None:
             }
             async with kube_client(plane.admin_kubeconfig) as api:
                 await schedulable(api)
-                async with running_daemon(config) as daemon:
-                    mine = {KBATCHD: daemon.process.pid, **pids}
-                    results.append(await _phase(api, plane, KBATCHD, workloads, mine))
+                stop = anyio.Event()
+                # The daemon runs in a task of its own: it starts inside the phase (the
+                # release) and stops after it.
+                async with anyio.create_task_group() as daemons:
+
+                    async def start_daemon() -> dict[str, int]:
+                        return {KBATCHD: await daemons.start(_daemon_until, config, stop)}
+
+                    results.append(await _phase(api, plane, KBATCHD, workloads, pids, start_daemon))
+                    stop.set()
                 try:
                     manager = await anyio.to_thread.run_sync(
                         lambda: plane.start_kueue_manager(KUEUE_QPS, KUEUE_BURST)
@@ -671,9 +719,16 @@ async def run(table: Table, scale: float = DEFAULT_SCALE) -> None:
                 try:
                     for obj in _kueue_setup():
                         await anyio.to_thread.run_sync(plane.apply, obj)
-                    await _kueue_ready(api)
+                    await _until_kueue_active(api, True)
+                    await _stop_policy(api, "Hold")
+                    await _until_kueue_active(api, False)
+
+                    async def admit() -> dict[str, int]:
+                        await _stop_policy(api, "None")
+                        return {}
+
                     theirs = {KUEUE: manager, **pids}
-                    results.append(await _phase(api, plane, KUEUE, workloads, theirs))
+                    results.append(await _phase(api, plane, KUEUE, workloads, theirs, admit))
                 finally:
                     await anyio.to_thread.run_sync(plane.stop_kueue_manager)
         finally:
