@@ -3,11 +3,14 @@ client (kubernetes-asyncio, aiohttp) is asyncio-only."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 
-from daemon.service import wiring
+from daemon.service import logs, wiring
 from tests.backends import BACKENDS, backend_params, stop_planes
 from tests.processes import cache_bytecode
 
@@ -16,6 +19,23 @@ cache_bytecode()
 
 # Every test folds as the daemon does: with the controllers' hooks.
 wiring.wire()
+
+# Tests configure logging again and again in one process (the CLI run in process, the log
+# tests) and capture it: a logger cached on first use would keep the configuration of
+# whichever test used it first, and a later test capturing its lines would see none.
+logs.cache_loggers = False
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves logging as it found it: a level or output one test configured (the
+    CLI run in process sets the daemon's) must not filter what a later one captures."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

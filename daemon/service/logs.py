@@ -150,6 +150,12 @@ class ReopenableFile:
 _output: ReopenableFile | None = None
 
 
+# Loggers bound once, on first use, with the configuration of that moment: no rebinding on
+# every call. A process that configures logging more than once (the test suite does) turns
+# it off, or a logger keeps whichever configuration it met first.
+cache_loggers = True
+
+
 def _json(obj: Any, **_: Any) -> str:
     return msgspec.json.encode(obj, enc_hook=str).decode()
 
@@ -183,7 +189,7 @@ def configure(
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
         logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=cache_loggers,
     )
     _route_stdlib(threshold)
 
