@@ -41,9 +41,14 @@ control-plane:
 	@if command -v go >/dev/null 2>&1; then bash tests/realcluster/build.sh >/dev/null; \
 	else echo "no Go toolchain on PATH: the real-control-plane tier will skip"; fi
 
+# The simulated tier on TEST_WORKERS processes (pytest-xdist, one test file to a worker): its
+# tests mostly wait on timers, so more workers than cores pay. The real tier in one process:
+# each process would start control planes of its own.
 # pytest exits 5 when it collected nothing; make treats that as a failure like any other.
+TEST_WORKERS ?= 3
 unit: $(STAMP) control-plane
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not real" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -m real
 
 test: lint unit
 
