@@ -4,7 +4,6 @@ cluster on loopback, observed through a standard client."""
 from __future__ import annotations
 
 import signal
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,13 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from daemon.controllers.job.status import BATCHED_FIELDS
+from events.fold import fold_all
 from events.intents import Create, Patch
 from events.schema import Decided, Event, Observed, Outcome
+from events.state import State
 from tests.backends import on_cluster, real_params
 from tests.processes import (
+    Child,
     assert_reproduced,
     eventually,
     kube_client,
@@ -372,22 +374,21 @@ async def test_a_job_completes_exactly_through_etcd_restarts(tmp_path: Path, bac
                     for p in pods
                 )
 
-            async def decided_since(moment: int) -> bool:
+            async def decided_after(seq: int) -> bool:
                 return any(
-                    isinstance(e, Decided) and e.intents and e.at >= moment
-                    for _, e in await logged_events(log)
+                    isinstance(e, Decided) and e.intents and logged > seq
+                    for logged, e in await logged_events(log)
                 )
 
             await eventually(running, within=60, what=f"{done} indexes done, a pod running")
             # Frozen while a pod finishes, so that its accounting is decided with etcd down.
-            daemon.send_signal(signal.SIGSTOP)
+            frozen = await frozen_settled(daemon, log)
             try:
                 await eventually(to_count, within=30, what="a pod finished, not yet counted")
                 await anyio.to_thread.run_sync(plane.stop_etcd)
-                down = int(time.time() * 1000)
             finally:
                 daemon.send_signal(signal.SIGCONT)
-            await eventually(partial(decided_since, down), what="a write decided, etcd down")
+            await eventually(partial(decided_after, frozen), what="a write decided, etcd down")
             await anyio.to_thread.run_sync(plane.start_etcd)
 
         status = await eventually(
@@ -401,6 +402,24 @@ async def test_a_job_completes_exactly_through_etcd_restarts(tmp_path: Path, bac
     assert len(pods_created(events)) <= completions
     assert len(pods_ever_held(events, "steady")) == completions
     assert await assert_reproduced(log) > 0
+
+
+async def frozen_settled(daemon: Child, log: Path) -> int:
+    """SIGSTOP the daemon at a moment when every write it decided has been seen or has failed
+    (its fold expects nothing); returns the log's last seq then. A key whose writes are still
+    in flight is not decided again until they land: frozen then, with etcd killed meanwhile,
+    it would decide nothing until etcd came back."""
+
+    async def settled() -> int | None:
+        daemon.send_signal(signal.SIGSTOP)
+        events = await logged_events(log)
+        if not fold_all(State(), events).expected:
+            return events[-1][0]
+        daemon.send_signal(signal.SIGCONT)
+        return None
+
+    seq: int = await eventually(settled, within=60, what="the daemon with no write in flight")
+    return seq
 
 
 def status_writes(events: list[tuple[int, Event]], job: str) -> list[tuple[int, dict[str, Any]]]:
