@@ -260,27 +260,47 @@ class ControlPlane:
         etcd's revision is moved on while no API server runs: a client whose last
         resourceVersion was the newest revision (a bookmark just before the kill) would
         otherwise resume exactly at the new cache's start, and be served, not refused."""
-        (process,) = (p for p in self._processes if p.name == "kube-apiserver")
-        os.killpg(process.popen.pid, signal.SIGKILL)
-        process.popen.wait(timeout=30)
+        self._kill("kube-apiserver")
         key = base64.b64encode(b"/kbatchd-tests/revision").decode()
         self._etcd_call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
-        process.popen = self._popen(process.argv, process.log)
+        self._start_again("kube-apiserver")
         self._wait_ready("/readyz")
 
     def stop_etcd(self) -> None:
         """SIGKILL etcd (not for a plane sharing another's etcd, `beside`): kube-apiserver
         keeps running, and what it asks of etcd fails or waits until `start_etcd`."""
-        (process,) = (p for p in self._processes if p.name == "etcd")
+        self._kill("etcd")
+
+    def start_etcd(self) -> None:
+        """Start the etcd `stop_etcd` killed on its data directory and ports, wait for
+        kube-apiserver to be ready again, then restart kwok.
+
+        A kubelet whose status write fails writes it again at its next pod sync; kwok retries
+        only a refused connection, a timeout, 429 and 503, and drops the stage on any other
+        error, so a pod whose write failed while etcd was down stays as it was for good.
+        Started again, kwok lists every pod and re-arms its stage; the stages' deadlines are
+        absolute (stages.yaml), so what fell due during the outage happens at once. The
+        killed kwok's node Leases go first: a kwok takes over a node only once it holds the
+        node's Lease, and it would wait out the old holder's 40 s."""
+        self._start_again("etcd")
+        self._wait_ready("/readyz")
+        self._kill("kwok")
+        status, body = self.request(
+            "DELETE", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+        )
+        if status != 200:
+            raise ControlPlaneError(f"deleting the node Leases: {status} {body}")
+        self._start_again("kwok")
+
+    def _kill(self, name: str) -> None:
+        (process,) = (p for p in self._processes if p.name == name)
         os.killpg(process.popen.pid, signal.SIGKILL)
         process.popen.wait(timeout=30)
 
-    def start_etcd(self) -> None:
-        """Start the etcd `stop_etcd` killed on its data directory and ports, and wait for
-        kube-apiserver to be ready again."""
-        (process,) = (p for p in self._processes if p.name == "etcd")
+    def _start_again(self, name: str) -> None:
+        """Start process `name` again with its arguments (ports, data directory) and log."""
+        (process,) = (p for p in self._processes if p.name == name)
         process.popen = self._popen(process.argv, process.log)
-        self._wait_ready("/readyz")
 
     def _check_alive(self) -> None:
         for p in self._processes:
