@@ -227,6 +227,10 @@ class ControlPlane:
         log = self.root / f"{name}.log"
         self._processes.append(_Process(name, argv, self._popen(argv, log), log))
 
+    def _process(self, name: str) -> _Process:
+        (process,) = (p for p in self._processes if p.name == name)
+        return process
+
     def _popen(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
         out: IO[bytes] = self._files.enter_context(log.open("ab"))
         return subprocess.Popen(
@@ -293,13 +297,13 @@ class ControlPlane:
         self._start_again("kwok")
 
     def _kill(self, name: str) -> None:
-        (process,) = (p for p in self._processes if p.name == name)
+        process = self._process(name)
         os.killpg(process.popen.pid, signal.SIGKILL)
         process.popen.wait(timeout=30)
 
     def _start_again(self, name: str) -> None:
         """Start process `name` again with its arguments (ports, data directory) and log."""
-        (process,) = (p for p in self._processes if p.name == name)
+        process = self._process(name)
         process.popen = self._popen(process.argv, process.log)
 
     def _check_alive(self) -> None:
@@ -548,8 +552,7 @@ class ControlPlane:
 
     def pid(self, name: str) -> int:
         """The process id of the running component `name` (e.g. "kube-controller-manager")."""
-        (process,) = (p for p in self._processes if p.name == name)
-        return process.popen.pid
+        return self._process(name).popen.pid
 
     def logs(self, name: str, lines: int = 20) -> str:
         text = (self.root / f"{name}.log").read_text(errors="replace")
@@ -701,7 +704,7 @@ class ControlPlane:
 
     def _end(self, name: str) -> None:
         """The component `name` stopped (SIGTERM, SIGKILL after 15 s) and forgotten."""
-        (process,) = (p for p in self._processes if p.name == name)
+        process = self._process(name)
         os.killpg(process.popen.pid, signal.SIGTERM)
         try:
             process.popen.wait(timeout=15)
