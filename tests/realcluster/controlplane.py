@@ -263,12 +263,16 @@ class ControlPlane:
 
         etcd's revision is moved on while no API server runs: a client whose last
         resourceVersion was the newest revision (a bookmark just before the kill) would
-        otherwise resume exactly at the new cache's start, and be served, not refused."""
+        otherwise resume exactly at the new cache's start, and be served, not refused.
+
+        kwok is restarted after it (`_restart_kwok`): a status write the kill cut off failed
+        with an error it does not retry."""
         self._kill("kube-apiserver")
         key = base64.b64encode(b"/kbatchd-tests/revision").decode()
         self._etcd_call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
         self._start_again("kube-apiserver")
         self._wait_ready("/readyz")
+        self._restart_kwok()
 
     def stop_etcd(self) -> None:
         """SIGKILL etcd (not for a plane sharing another's etcd, `beside`): kube-apiserver
@@ -277,17 +281,22 @@ class ControlPlane:
 
     def start_etcd(self) -> None:
         """Start the etcd `stop_etcd` killed on its data directory and ports, wait for
-        kube-apiserver to be ready again, then restart kwok.
+        kube-apiserver to be ready again, then restart kwok (`_restart_kwok`): a status write
+        of kwok's failed while etcd was down."""
+        self._start_again("etcd")
+        self._wait_ready("/readyz")
+        self._restart_kwok()
+
+    def _restart_kwok(self) -> None:
+        """Kill kwok and start it again once its node Leases are gone.
 
         A kubelet whose status write fails writes it again at its next pod sync; kwok retries
         only a refused connection, a timeout, 429 and 503, and drops the stage on any other
-        error, so a pod whose write failed while etcd was down stays as it was for good.
-        Started again, kwok lists every pod and re-arms its stage; the stages' deadlines are
-        absolute (stages.yaml), so what fell due during the outage happens at once. The
-        killed kwok's node Leases go first: a kwok takes over a node only once it holds the
-        node's Lease, and it would wait out the old holder's 40 s."""
-        self._start_again("etcd")
-        self._wait_ready("/readyz")
+        error, so a pod whose write failed in an outage stays as it was for good. Started
+        again, kwok lists every pod and re-arms its stage; the stages' deadlines are absolute
+        (stages.yaml), so what fell due during the outage happens at once. The killed kwok's
+        node Leases go first: a kwok takes over a node only once it holds the node's Lease,
+        and it would wait out the old holder's 40 s."""
         self._kill("kwok")
         status, body = self.request(
             "DELETE", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
