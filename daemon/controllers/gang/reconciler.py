@@ -8,8 +8,10 @@ and the Kueue pod set annotations on their template); then every member is bound
 decision, with ``PodGroupScheduled=True`` (reason ``Scheduled``). A group that does not fit
 binds nothing and gets ``PodGroupScheduled=False``, reason ``Unschedulable``, the placement
 reason as message (machine-readable first: ``TopologyPlacementFailed: ...``), the same text
-as the decision's reason. Members that arrive after admission (replacements, extras) are
-bound into the domain the group already occupies.
+as the decision's reason. A group short of members is logged as such (``NotEnoughMembers``)
+but gets that condition only over one it already has (`_Step.short_of_members`). Members
+that arrive after admission (replacements, extras) are bound into the domain the group
+already occupies.
 
 **Retry without a busy loop.** The fold dirties waiting groups when capacity is released on
 their cluster (`gang.projection`); besides, an unplaced group asks to be decided again on an
@@ -296,6 +298,14 @@ class _Step:
                 "lastTransitionTime": rfc3339(since),
             }
         )
+
+    def short_of_members(self, spec: GroupSpec, message: str) -> None:
+        """``PodGroupScheduled=False`` for want of members, but only over a condition the
+        group already has: upstream's PreEnqueue holds such a group's pods and writes
+        nothing, and a group is usually seen before its pods, so a first write here would
+        cost every gang a status patch and an Event, queued ahead of its admission."""
+        if spec.scheduled is not None:
+            self.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
 
     def bind(self, cluster: str, slots: Slots) -> None:
         for pod, node in slots:
@@ -936,7 +946,7 @@ class GangReconciler:
         # No count in the reason or the message: members arrive one by one, and a count
         # would log a decision (and write the status) per arriving pod.
         message = f"{NOT_ENOUGH_MEMBERS} waiting for minCount {spec.min_count} member pod(s)"
-        step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+        step.short_of_members(spec, message)
         step.reason(message)
 
     def _unschedulable(
@@ -1141,7 +1151,7 @@ class GangReconciler:
             )
             for group in ordered:
                 if group.error is None:
-                    step.condition(group.spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+                    step.short_of_members(group.spec, message)
             step.reason(f"{message} ({len(ready)} have)")
             return
         plan, why = self._tree_plan(view, levels, composite, ready)
@@ -1387,7 +1397,7 @@ class GangReconciler:
                 return
             message = f"{NOT_ENOUGH_MEMBERS} waiting for {needed} whole unit(s) of {text}"
             for spec in specs:
-                step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
+                step.short_of_members(spec, message)
             step.reason(message)
             return
         outer, problem = self._outer_level(role_groups, levels)

@@ -46,20 +46,56 @@ def blocked_world(per_rack: int = 4) -> GangWorld:
     return world
 
 
-def test_a_group_with_fewer_members_than_min_count_binds_nothing() -> None:
+SHORT = "NotEnoughMembers: waiting for minCount 4 member pod(s)"
+NO_ROOM = "InsufficientRoom: no 4 GPUs free"
+
+
+@pytest.mark.parametrize(
+    ("had", "written"),
+    [
+        # Upstream's PreEnqueue holds the pods of a group short of members and writes nothing.
+        (None, None),
+        # A condition the group has would tell an old story: it is replaced.
+        (("False", "Unschedulable", NO_ROOM), SHORT),
+        (("False", "Unschedulable", SHORT), SHORT),
+    ],
+)
+def test_a_group_with_fewer_members_than_min_count_binds_nothing(
+    had: tuple[str, str, str] | None, written: str | None
+) -> None:
+    conditions = None
+    if had is not None:
+        status, reason, message = had
+        conditions = [
+            {
+                "type": "PodGroupScheduled",
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ]
     world = GangWorld(nodes())
-    world.add(podgroup("g", 4), *members("g", 3))
+    world.add(podgroup("g", 4, conditions=conditions), *members("g", 3))
     decision = world.run(key("g"))
     assert decision is not None
     assert binds(decision) == {}
-    assert decision.reason == "NotEnoughMembers: waiting for minCount 4 member pod(s)"
+    assert decision.reason == SHORT
+    patches = [i for i in decision.intents if isinstance(i, Patch)]
+    assert len(patches) == (written is not None and had != ("False", "Unschedulable", SHORT))
     condition = world.condition("g")
-    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
-    assert condition["message"] == "NotEnoughMembers: waiting for minCount 4 member pod(s)"
-    # The same verdict again writes nothing: an identical status is not re-issued.
+    if written is None:
+        assert condition == {}
+    else:
+        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+        assert condition["message"] == written
+    # The same verdict again writes nothing.
     again = world.decide(key("g"))
     assert again is not None
     assert again.intents == ()
+    # The fourth member is what the group waited for: it is admitted at once.
+    world.add(*members("g", 4)[3:])
+    assert len(binds(world.run(key("g")))) == 4
 
 
 def test_gated_members_do_not_count_and_other_schedulers_pods_are_not_ours() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
+from events.intents import Patch
 from tests.daemon.controllers.gang_builders import (
     BLOCK,
     CLUSTER,
@@ -85,9 +86,12 @@ def test_a_set_missing_a_groups_pods_binds_nothing() -> None:
     world = tree_world(worker_pods=1)
     decision = world.run(WORKLOAD)
     assert not binds(decision)
-    assert world.condition("lead")["message"].startswith(
+    assert decision.reason.startswith(
         "NotEnoughMembers: waiting for minGroupCount 3 group(s) of CompositePodGroup w-a0"
     )
+    # Logged, not written: no group had a condition to correct.
+    assert not [i for i in decision.intents if isinstance(i, Patch)]
+    assert world.condition("lead") == {}
 
 
 def test_a_set_no_block_holds_binds_nothing_and_says_why() -> None:
