@@ -15,6 +15,7 @@ from daemon.controllers.gang.spec import KUEUE_PREFERRED, KUEUE_SLICE_REQUIRED, 
 from events.fold import fold
 from events.intents import Bind, Patch
 from events.schema import Outcome
+from tests.daemon.controllers.builders import condition
 from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     HOST,
@@ -51,44 +52,32 @@ NO_ROOM = "InsufficientRoom: no 4 GPUs free"
 
 
 @pytest.mark.parametrize(
-    ("had", "written"),
+    ("had", "written", "patches"),
     [
         # Upstream's PreEnqueue holds the pods of a group short of members and writes nothing.
-        (None, None),
+        (None, None, 0),
         # A condition the group has would tell an old story: it is replaced.
-        (("False", "Unschedulable", NO_ROOM), SHORT),
-        (("False", "Unschedulable", SHORT), SHORT),
+        (("False", "Unschedulable", NO_ROOM), SHORT, 1),
+        (("False", "Unschedulable", SHORT), SHORT, 0),
     ],
 )
 def test_a_group_with_fewer_members_than_min_count_binds_nothing(
-    had: tuple[str, str, str] | None, written: str | None
+    had: tuple[str, str, str] | None, written: str | None, patches: int
 ) -> None:
-    conditions = None
-    if had is not None:
-        status, reason, message = had
-        conditions = [
-            {
-                "type": "PodGroupScheduled",
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
+    conditions = None if had is None else [condition("PodGroupScheduled", *had)]
     world = GangWorld(nodes())
     world.add(podgroup("g", 4, conditions=conditions), *members("g", 3))
     decision = world.run(key("g"))
     assert decision is not None
     assert binds(decision) == {}
     assert decision.reason == SHORT
-    patches = [i for i in decision.intents if isinstance(i, Patch)]
-    assert len(patches) == (written is not None and had != ("False", "Unschedulable", SHORT))
-    condition = world.condition("g")
+    assert len([i for i in decision.intents if isinstance(i, Patch)]) == patches
+    scheduled = world.condition("g")
     if written is None:
-        assert condition == {}
+        assert scheduled == {}
     else:
-        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
-        assert condition["message"] == written
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+        assert scheduled["message"] == written
     # The same verdict again writes nothing.
     again = world.decide(key("g"))
     assert again is not None
