@@ -414,7 +414,7 @@ class MulticlusterReconciler:
             else:
                 status = _mirrored(copy.status)
                 if status and status != job.status:
-                    intents.append(_status(self.manager, job, status))
+                    intents.append(_status(self.manager, job, _replacing(job.status, status)))
         if not intents:
             return None
         return Decision(f"Running: in {worker}", tuple(intents))
@@ -464,6 +464,13 @@ def _mirrored(status: Mapping[str, Any]) -> dict[str, Any]:
     if conditions:
         mirrored["conditions"] = conditions
     return mirrored
+
+
+def _replacing(current: Mapping[str, Any], wanted: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch that makes status `current` into `wanted`: a field `wanted` lacks is
+    removed (null), as the API server leaves a zero counter out (a finished copy has no
+    `active`, and a finished Job with `active` > 0 is refused)."""
+    return {**dict.fromkeys(sorted(current.keys() - wanted.keys())), **wanted}
 
 
 def _resume(copy: Workload, worker: str) -> Patch:

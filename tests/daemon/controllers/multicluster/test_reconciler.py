@@ -15,6 +15,7 @@ from daemon.controllers.base import Decision
 from daemon.controllers.multicluster.dispatch import INCREMENTAL, Dispatcher
 from daemon.controllers.multicluster.projection import CLAIM, ORIGIN, PLACED
 from daemon.controllers.multicluster.reconciler import ALL_AT_ONCE, NAME, MulticlusterReconciler
+from daemon.sim.patch import merge_patch
 from events.fold import fold
 from events.intents import Create, Delete, Patch
 from events.objects import (
@@ -148,10 +149,11 @@ class Clusters:
             if "metadata" in patch:
                 notes = {**found.annotations, **patch["metadata"]["annotations"]}
                 changes["annotations"] = {k: v for k, v in notes.items() if v is not None}
+            # A merge patch, as the API server applies it: a null removes the field.
             if "spec" in patch:
-                changes["spec"] = {**found.spec, **patch["spec"]}
+                changes["spec"] = merge_patch(dict(found.spec), patch["spec"])
             if "status" in patch:
-                changes["status"] = {**found.status, **patch["status"]}
+                changes["status"] = merge_patch(dict(found.status), patch["status"])
             self.observe(cluster, self.bump(found, **changes), "MODIFIED")
 
     def jobs(self, cluster: str) -> dict[str, Job]:
@@ -361,6 +363,16 @@ def test_the_running_copy_is_mirrored_and_a_deleted_workload_takes_its_copies() 
     assert clusters.step(key).reason == "Running: in w1"
     assert clusters.jobs(MANAGER)["big"].status == {"active": 2, "ready": 2}, "never suspended"
     assert clusters.decide(key) is None, "nothing more to mirror"
+    # The API server leaves a zero counter out: the finished copy has no `active`, and the
+    # manager's Job must lose its 2 (a finished Job with active > 0 is refused).
+    complete = {"type": "Complete", "status": "True", "reason": "CompletionsReached"}
+    status = {"succeeded": 2, "conditions": [resumed, complete]}
+    clusters.observe("w1", clusters.bump(clusters.jobs("w1")["big"], status=status), "MODIFIED")
+    finished = clusters.step(key)
+    assert [i.patch for i in finished.intents if isinstance(i, Patch)] == [
+        {"status": {"active": None, "ready": None, "succeeded": 2, "conditions": [complete]}}
+    ]
+    assert clusters.jobs(MANAGER)["big"].status == {"succeeded": 2, "conditions": [complete]}
     clusters.observe(MANAGER, clusters.jobs(MANAGER)["big"], "DELETED")
     assert clusters.step(key).reason == f"Removed: {key} is gone; 1 copy(ies) deleted"
     assert not clusters.jobs("w1")
