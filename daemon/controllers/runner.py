@@ -4,7 +4,7 @@ events that result. Pure, so that `kbatchd replay --verify` reruns exactly this.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -156,15 +156,18 @@ def decide_all(
     reconcilers: Sequence[Reconciler],
     keys: Iterable[str],
     memos: dict[str, Any] | None = None,
+    backing_off: Container[str] = frozenset(),
 ) -> list[Verdict]:
     """Every reconciler that handles a key's kind, over every key that may be decided, in a
     stable order (`released`; reconcilers in the order given). `memos`: what the reconcilers
-    that run a scheduling cycle keep between passes, held by the caller."""
+    that run a scheduling cycle keep between passes, held by the caller. `backing_off`: keys
+    whose last write failed and that wait before deciding again (the caller decides them when
+    the wait ends); a queue releasing one does not cut its wait short."""
     run = Pass(state, memos)
     release = released(state, reconcilers, keys, run)
     results: list[Verdict] = list(release.failed)
     for key in release.keys:
-        if not may_decide(state, key):
+        if not may_decide(state, key) or key in backing_off:
             continue
         kind = key.split("/", 1)[0]
         for reconciler in reconcilers:

@@ -63,6 +63,11 @@ class Requeues:
         self._failures.pop(key, None)
         self._until.pop(key, None)
 
+    def backing_off(self, now: int) -> set[str]:
+        """The keys still backing off at `now` (each is decided again when its wait ends)."""
+        self._until = {key: end for key, end in self._until.items() if end > now}
+        return set(self._until)
+
     def ready(self, keys: Iterable[str], now: int) -> set[str]:
         """`keys` less those still backing off, which are put back for when it ends."""
         found: set[str] = set()

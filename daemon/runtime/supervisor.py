@@ -581,7 +581,8 @@ class Daemon:
         self._batches.decided(keys, now)
         self.metrics.count_keys(self.metrics.keys_decided, keys)
         began, started = time.time_ns(), time.perf_counter()
-        verdicts = decide_all(self.state, self.reconcilers, keys, self._memos)
+        waiting = self._requeues.backing_off(now)
+        verdicts = decide_all(self.state, self.reconcilers, keys, self._memos, waiting)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
         decided = time.time_ns()
         for verdict in verdicts:

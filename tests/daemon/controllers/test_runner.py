@@ -480,3 +480,22 @@ def test_what_a_queue_releases_is_decided_first_in_the_queue_s_order_in_one_cycl
     ]
     decide_all(state_at(800), [reconciler], dirty, memos)
     assert len(reconciler.memos) == 1  # the memo is the caller's, kept between passes
+
+
+@pytest.mark.parametrize(
+    ("backing_off", "decided"),
+    [
+        pytest.param(set(), [OLDER, YOUNGER, JOB], id="none"),
+        pytest.param({JOB}, [OLDER, YOUNGER], id="a-key-asked-for"),
+        pytest.param({OLDER}, [YOUNGER, JOB], id="a-key-a-queue-releases"),
+    ],
+)
+def test_a_key_backing_off_is_not_decided_even_when_a_queue_releases_it(
+    backing_off: set[str], decided: list[str]
+) -> None:
+    """A write of the key failed: it waits out its back-off (the caller decides it then), or a
+    refused write would be sent again at every pass a queue releases it in."""
+    verdicts = decide_all(
+        state_at(700), [Fifo([OLDER, YOUNGER])], ["Queue/c1", JOB], {}, backing_off
+    )
+    assert [v.key for v in verdicts] == decided

@@ -91,6 +91,17 @@ def test_a_key_backing_off_is_held_back_and_put_back_for_when_it_ends() -> None:
     assert requeues.ready({"k"}, 1000) == {"k"}
 
 
+def test_backing_off_names_the_keys_whose_wait_has_not_ended() -> None:
+    requeues = Requeues(1000, 60_000)
+    requeues.failed("a", 0)  # until 1000
+    requeues.failed("b", 500)  # until 1500
+    assert requeues.backing_off(999) == {"a", "b"}
+    assert requeues.backing_off(1000) == {"b"}
+    requeues.succeeded("b")
+    assert requeues.backing_off(1000) == set()
+    assert requeues.failed("a", 2000) == 4000, "an ended wait still counts toward doubling"
+
+
 def test_clear_forgets_everything() -> None:
     requeues = Requeues(1000, 60_000)
     requeues.schedule(10, "a")
