@@ -47,6 +47,13 @@ rules:
 """
 
 
+# Where kube-apiserver keeps objects in etcd, and a key of the tests' own beyond any resource's.
+PREFIX: Final = "/registry/"
+PREFIX_END: Final = "/registry0"  # the first key past every "/registry/…"
+END_KEY: Final = "/registry/kbatchd-tests/end"
+MOVED_KEY: Final = "/kbatchd-tests/revision"
+
+
 class ControlPlaneError(Exception):
     """The control plane could not be built or started; the message names the step."""
 
@@ -186,6 +193,7 @@ class ControlPlane:
     profile: Profile
     topology: str
     audit: bool = False
+    history: bool = False
     server: str = ""
     admin_kubeconfig: Path = field(default_factory=Path)
     kbatchd_kubeconfig: Path = field(default_factory=Path)
@@ -206,14 +214,17 @@ class ControlPlane:
         topology: str = "blocks=1,racks=2,hosts=4,gpus=8",
         cache: Path | None = None,
         audit: bool = False,
+        history: bool = False,
         beside: ControlPlane | None = None,
     ) -> ControlPlane:
         """`audit`: kube-apiserver writes an audit log (`AUDIT_POLICY`) to `audit_log`.
+        `history`: etcd keeps every revision (kube-apiserver never compacts it) and objects are
+        stored as JSON, so that `changes` can read every change the cluster made.
         `beside`: another cluster whose etcd this one shares, under a key prefix of its own
         (``/registry-<root's name>``), as several clusters of a test share one etcd; stop it
         after this one."""
         cache = cache or build(version)
-        plane = cls(version, root, profile or Profile(), topology, audit)
+        plane = cls(version, root, profile or Profile(), topology, audit, history)
         if beside is not None:
             plane._etcd = beside._etcd
         try:
@@ -250,11 +261,66 @@ class ControlPlane:
     def compact_history(self) -> int:
         """Compact etcd at its current revision, as kube-apiserver does every few minutes: a
         watch from any older resourceVersion is then answered 410 Gone. The revision."""
-        key = base64.b64encode(b"/registry").decode()
-        answer = self._etcd_call("/v3/kv/range", {"key": key, "limit": 1})
-        revision = int(answer["header"]["revision"])
+        revision = self.revision()
         self._etcd_call("/v3/kv/compaction", {"revision": revision, "physical": True})
         return revision
+
+    def revision(self) -> int:
+        """etcd's current revision (every write moves it on)."""
+        answer = self._etcd_call("/v3/kv/range", {"key": _b64text(END_KEY)})
+        return int(answer["header"]["revision"])
+
+    def objects_at(self, revision: int) -> list[tuple[int, dict[str, Any]]]:
+        """Every object the cluster held at `revision`, with the revision it was last written
+        at (its resourceVersion). Needs `history`."""
+        answer = self._etcd_call(
+            "/v3/kv/range",
+            {"key": _b64text(PREFIX), "range_end": _b64text(PREFIX_END), "revision": revision},
+        )
+        return [
+            (int(kv["mod_revision"]), obj)
+            for kv in answer.get("kvs", ())
+            if (obj := _stored_object(kv)) is not None
+        ]
+
+    def changes(self, since: int) -> list[tuple[str, int, dict[str, Any]]]:
+        """Every change of an object after revision `since`, in order, as etcd recorded it:
+        (ADDED, MODIFIED or DELETED, its revision, the object written or deleted). Needs
+        `history`.
+
+        etcd streams a watch from `since` until told to stop; a key written now marks where
+        the history read ends."""
+        end = self._etcd_call("/v3/kv/put", {"key": _b64text(END_KEY), "value": _b64text("end")})
+        last = int(end["header"]["revision"])
+        create = {
+            "key": _b64text(PREFIX),
+            "range_end": _b64text(PREFIX_END),
+            "start_revision": since + 1,
+            "prev_kv": True,
+        }
+        request = urllib.request.Request(
+            self._etcd + "/v3/watch", data=json.dumps({"create_request": create}).encode()
+        )
+        found: list[tuple[str, int, dict[str, Any]]] = []
+        with urllib.request.urlopen(request, timeout=60) as stream:
+            for line in stream:
+                result = json.loads(line)["result"]
+                if result.get("canceled"):
+                    raise ControlPlaneError(f"etcd ended the history read: {result}")
+                for event in result.get("events", ()):
+                    kv = event["kv"]
+                    revision = int(kv["mod_revision"])
+                    if revision >= last:
+                        return found
+                    # A watch's words: the default type, PUT, is left out of the JSON.
+                    if event.get("type") == "DELETE":
+                        change, obj = "DELETED", _stored_object(event["prev_kv"])
+                    else:
+                        created = kv["create_revision"] == kv["mod_revision"]
+                        change, obj = ("ADDED" if created else "MODIFIED"), _stored_object(kv)
+                    if obj is not None:
+                        found.append((change, revision, obj))
+        raise ControlPlaneError("etcd's history ended before its end mark")
 
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver (a graceful stop would wait out every open watch) and start it
@@ -268,8 +334,7 @@ class ControlPlane:
         kwok is restarted after it (`_restart_kwok`): a status write the kill cut off failed
         with an error it does not retry."""
         self._kill("kube-apiserver")
-        key = base64.b64encode(b"/kbatchd-tests/revision").decode()
-        self._etcd_call("/v3/kv/put", {"key": key, "value": base64.b64encode(b"moved").decode()})
+        self._etcd_call("/v3/kv/put", {"key": _b64text(MOVED_KEY), "value": _b64text("moved")})
         self._start_again("kube-apiserver")
         self._wait_ready("/readyz")
         self._restart_kwok()
@@ -374,6 +439,11 @@ class ControlPlane:
         ]  # fmt: skip
         if gates:
             apiserver += ["--feature-gates", gates, "--runtime-config", runtime]
+        if self.history:
+            apiserver += [
+                "--storage-media-type", "application/json",
+                "--etcd-compaction-interval", "0",
+            ]  # fmt: skip
         if self.audit:
             policy = self.root / "audit-policy.yaml"
             policy.write_text(AUDIT_POLICY)
@@ -755,6 +825,20 @@ def _jobset_webhooks(directory: Path, server: str) -> list[dict[str, Any]]:
         for hook in document["webhooks"]:
             hook["clientConfig"] = {"url": server + hook["clientConfig"]["service"]["path"]}
     return documents
+
+
+def _b64text(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _stored_object(kv: dict[str, Any]) -> dict[str, Any] | None:
+    """The object an etcd key-value holds (stored as JSON: `history`); None for a key that
+    holds none (the end mark, an allocator's bitmap)."""
+    value = base64.b64decode(kv.get("value", ""))
+    if not value.startswith(b"{"):
+        return None
+    obj: dict[str, Any] = json.loads(value)
+    return obj if "kind" in obj and "uid" in obj.get("metadata", {}) else None
 
 
 def _probe_ready(port: int) -> bool:
