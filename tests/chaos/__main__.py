@@ -45,12 +45,13 @@ def _violations(results: list[Result]) -> str:
 
 
 def _table(rows: list[tuple[Fault, list[Result]]]) -> str:
-    headers = ("fault", "runs", "injected", "violations", "seconds")
+    headers = ("fault", "runs", "injected", "changes checked", "violations", "seconds")
     cells = [
         (
             fault.name,
             str(len(results)),
             _injected(results),
+            f"{sum(sum(r.changes.values()) for r in results):,}",
             _violations(results),
             f"{sum(r.seconds for r in results):.0f}",
         )

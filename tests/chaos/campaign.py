@@ -1,23 +1,25 @@
 """One chaos run, and the faults the campaign runs.
 
-A run: a simulated cluster in this process (its faults seeded), the daemon as a process of
-its own with a real log file, the mixed load of `load` submitted at once, and the fault's
-disturbance played against them until the load has finished. Then every fault is lifted, the
-log is let catch up with the cluster, and the invariants are checked. Everything random
-comes from the run's seed: the load's sizes, the failing pods, the cluster's injected errors,
-and when the disturbance strikes."""
+A run: a simulated cluster in this process, its faults seeded (`simulated`), or a real control
+plane of the run's own (`plane`); the daemon as a process of its own with a real log file; the
+mixed load of `load` submitted at once, and the fault's disturbance played against them until
+the load has finished. Then every fault is lifted, the log is let catch up with the cluster,
+and the invariants are checked against the cluster's own record of its changes. Everything
+random comes from the run's seed: the load's sizes, the failing pods, the cluster's injected
+errors, and when the disturbance strikes."""
 
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -25,7 +27,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from daemon.service import wiring
 from daemon.service.config import Settings
 from daemon.sim.cluster import SimCluster
-from daemon.sim.faults import Faults
+from daemon.sim.resources import Resource
 from daemon.tools.verify import verify
 from events.store import EventLog
 from tests.chaos import damage, invariants
@@ -36,13 +38,14 @@ from tests.chaos.load import (
     TOPOLOGY,
     WORKER_TOPOLOGY,
     WORKERS,
-    FailOnce,
+    Load,
     Size,
     build,
     dispatched,
-    submit,
     unfinished,
 )
+from tests.chaos.plane import PlaneCluster, plane_cluster
+from tests.chaos.simulated import TIME_SCALE, SimClusters, simulated_clusters
 from tests.disk import copy_of_log, fill
 from tests.processes import (
     Child,
@@ -52,11 +55,9 @@ from tests.processes import (
     private_mounts,
     spawn,
 )
+from tests.realcluster.controlplane import ControlPlane
 
-# The simulated clusters run pods at 4x; bookmarks every simulated second keep a healthy watch
-# well inside the daemon's 2 s inactivity deadline, which a stalled watch then runs out.
-TIME_SCALE: Final = 4.0
-BOOKMARK_SECONDS: Final = 1.0
+# The daemon's watch inactivity deadline on the simulated clusters (`simulated`).
 INACTIVITY_SECONDS: Final = 2.0
 # How long the load may take under a fault, and the log to catch up once it is lifted.
 FINISH_WITHIN: Final = 180.0
@@ -145,6 +146,34 @@ class Daemon:
         return await self._end(signal.SIGTERM, 30)
 
 
+class Clusters(Protocol):
+    """The run's clusters, simulated (`SimClusters`) or real (`PlaneCluster`), as a run uses
+    them."""
+
+    @property
+    def kubeconfigs(self) -> dict[str, Path]:
+        """Each cluster's kubeconfig for the daemon, by its name in the settings; the home
+        cluster, the load's, first."""
+
+    @property
+    def failed(self) -> dict[str, list[int]]:
+        """The pods made to fail: job -> indexes, or creation places of a plain Job."""
+
+    async def submit(self) -> None: ...
+
+    async def get(self, resource: Resource, name: str) -> dict[str, Any] | None:
+        """An object of the home cluster's namespace (None when absent)."""
+
+    async def held(self, name: str) -> dict[tuple[str, str], str]:
+        """resourceVersions of the objects cluster `name` holds now, by kind and uid."""
+
+    async def journals(self) -> dict[str, list[invariants.Change]]:
+        """Each cluster's own record of its changes, by cluster name."""
+
+    def lift(self) -> Counter[str]:
+        """Every injected fault off; the faults that struck, by name."""
+
+
 @dataclass
 class World:
     """What a disturbance acts on."""
@@ -153,6 +182,7 @@ class World:
     daemons: list[Daemon]
     rng: random.Random
     home: str
+    plane: ControlPlane | None = None  # a run on the real control plane: the cluster
     # What the disturbance did, by name (the cluster counts its own faults).
     hits: Counter[str] = field(default_factory=Counter)
     # What it saw go wrong, as it went (a second writer let in, a damaged log taken).
@@ -316,6 +346,41 @@ async def _error_storms(world: World) -> None:
         await _pause(world, 0.5, 1.5)
 
 
+async def _restart_plane_thrice(
+    world: World, hit: str, restart: Callable[[ControlPlane], Coroutine[Any, Any, None]]
+) -> None:
+    plane = world.plane
+    assert plane is not None
+    for _ in range(3):
+        await _pause(world, 0.5, 2.0)
+        # Whole: a run's end must find the plane serving.
+        with anyio.CancelScope(shield=True):
+            await restart(plane)
+            world.hits[hit] += 1
+
+
+async def _restart_etcd(world: World) -> None:
+    """SIGKILL the real plane's etcd three times, each for 1-4 s: kube-apiserver stays up,
+    and what it is asked fails or waits until etcd is back."""
+
+    async def restart(plane: ControlPlane) -> None:
+        await anyio.to_thread.run_sync(plane.stop_etcd)
+        await _pause(world, 1.0, 4.0)
+        await anyio.to_thread.run_sync(plane.start_etcd)
+
+    await _restart_plane_thrice(world, "etcd-restart", restart)
+
+
+async def _restart_kube_apiserver(world: World) -> None:
+    """SIGKILL the real plane's kube-apiserver three times and start it again at once: every
+    watch and request in flight is cut, and a watch resumed is answered 410 Gone."""
+
+    async def restart(plane: ControlPlane) -> None:
+        await anyio.to_thread.run_sync(plane.restart_apiserver)
+
+    await _restart_plane_thrice(world, "kube-apiserver-restart", restart)
+
+
 async def _everything(world: World) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(_latency_spikes, world)
@@ -332,6 +397,7 @@ class Fault:
     daemons: int = 1  # each with a log of its own
     clusters: int = 1  # or a manager and three workers (`load.dispatched`)
     disk: str = ""  # a tmpfs of this size of the daemon's own, its log on it
+    plane: bool = False  # on a real control plane (`plane`), not a simulated cluster
     config: str = ""  # TOML appended to every daemon's settings
 
 
@@ -373,6 +439,19 @@ FAULTS: Final = (
         "the API server stopped for 0.2-1.5 s, three times, watches and requests cut",
         "",
         _restart_api_server,
+    ),
+    Fault(
+        "etcd-restarted",
+        "the real control plane's etcd SIGKILLed for 1-4 s, three times, kube-apiserver up",
+        disturb=_restart_etcd,
+        plane=True,
+    ),
+    Fault(
+        "kube-apiserver-restarted",
+        "the real control plane's kube-apiserver SIGKILLed and started again, three times: "
+        "watches and requests cut, resumed watches answered 410",
+        disturb=_restart_kube_apiserver,
+        plane=True,
     ),
     Fault(
         "daemon-killed",
@@ -439,6 +518,8 @@ class Result:
     injected: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     skipped: str = ""  # why the run could not be made here
+    # The cluster's changes the log was checked against, by type (ADDED, MODIFIED, DELETED).
+    changes: Counter[str] = field(default_factory=Counter)
 
 
 async def _not_reproduced(log: Path) -> list[str]:
@@ -474,32 +555,39 @@ def _settings(fault: Fault, kubeconfigs: dict[str, Path]) -> str:
     return "\n".join([*lines, fault.config])
 
 
+def _clusters(
+    fault: Fault, seed: int, tmp: Path, load: Load
+) -> AbstractAsyncContextManager[Clusters]:
+    if fault.plane:
+        return plane_cluster(tmp, load, TIME_SCALE)
+    if fault.clusters > 1:
+        names: tuple[str, ...] = (MANAGER, *WORKERS)
+        return simulated_clusters(names, WORKER_TOPOLOGY, fault.faults, seed, tmp, load)
+    return simulated_clusters((CLUSTER,), TOPOLOGY, fault.faults, seed, tmp, load)
+
+
+def _cannot_run(fault: Fault) -> str:
+    """Why the fault cannot be run on this machine (empty: it can)."""
+    if fault.disk and (why := private_mounts()):
+        return f"needs a tmpfs of its own (unshare -rm): {why}"
+    if fault.plane and shutil.which("go") is None:
+        return "needs the real control plane, built with Go 1.26: no go on PATH"
+    return ""
+
+
 async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
     """One run of `fault` with `seed`, in the directory `tmp`."""
     started = time.monotonic()
-    result = Result(fault.name, seed)
-    if fault.disk and (why := private_mounts()):
-        result.skipped = f"needs a tmpfs of its own (unshare -rm): {why}"
+    result = Result(fault.name, seed, skipped=_cannot_run(fault))
+    if result.skipped:
         return result
     rng = random.Random(seed)
     several = fault.clusters > 1
     load = dispatched(rng, size.dispatched) if several else build(rng, size)
-    names = (MANAGER, *WORKERS) if several else (CLUSTER,)
     async with AsyncExitStack() as stack:
-        sims: dict[str, SimCluster] = {}
-        for i, name in enumerate(names):
-            sims[name] = await stack.enter_async_context(
-                SimCluster.start(
-                    topology=WORKER_TOPOLOGY if several else TOPOLOGY,
-                    seed=seed + i,
-                    time_scale=TIME_SCALE,
-                    faults=Faults.parse(fault.faults, seed=seed + i),
-                    bookmark_seconds=BOOKMARK_SECONDS,
-                    name=name,
-                    kubeconfig_path=tmp / f"{name}.kubeconfig",
-                )
-            )
-        kubeconfigs = {n: s.kubeconfig_path for n, s in sims.items() if s.kubeconfig_path}
+        clusters = await stack.enter_async_context(_clusters(fault, seed, tmp, load))
+        kubeconfigs = clusters.kubeconfigs
+        home = next(iter(kubeconfigs))
         group = await stack.enter_async_context(anyio.create_task_group())
         logs = ["kbatchd"] if fault.daemons == 1 else [f"kbatchd-{i}" for i in range(fault.daemons)]
         disk = tmp / "disk"
@@ -508,15 +596,19 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         )
         if mount:
             disk.mkdir()
+        # The real API server sends a bookmark about once a minute: the default deadline.
+        inactivity: dict[str, Any] = (
+            {} if fault.plane else {"watch_inactivity_seconds": INACTIVITY_SECONDS}
+        )
         daemons = [
             Daemon(
                 daemon_config(
                     tmp,
-                    kubeconfigs[names[0]],
+                    kubeconfigs[home],
                     name=log,
-                    cluster=names[0],
+                    cluster=home,
                     extra=_settings(fault, kubeconfigs),
-                    watch_inactivity_seconds=INACTIVITY_SECONDS,
+                    **inactivity,
                 ),
                 (disk if mount else tmp) / f"{log}.db",
                 group,
@@ -524,27 +616,25 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
             )
             for log in logs
         ]
-        journals = {name: invariants.Journal(sim) for name, sim in sims.items()}
-        failing = FailOnce(sims[load.home], load)
         for daemon in daemons:
             await daemon.start()
-        submit(sims, load)
+        await clusters.submit()
 
         async def finished() -> bool:
-            return not unfinished(sims[load.home], load)
+            return not await unfinished(clusters.get, load)
 
-        world = World(sims, daemons, rng, home=load.home)
+        sims = clusters.sims if isinstance(clusters, SimClusters) else {}
+        plane = clusters.plane if isinstance(clusters, PlaneCluster) else None
+        world = World(sims, daemons, rng, home=home, plane=plane)
         async with anyio.create_task_group() as tg:
             tg.start_soon(fault.disturb, world)
             try:
                 await eventually(finished, within=FINISH_WITHIN, what="the load finished")
             except AssertionError:
-                left = unfinished(sims[load.home], load)
+                left = await unfinished(clusters.get, load)
                 result.violations.append(f"not finished: {', '.join(left)}")
             tg.cancel_scope.cancel()
-        for sim in sims.values():
-            sim.faults.clear()
-            result.injected += sim.faults.hits
+        result.injected += clusters.lift()
         result.injected += world.hits
         result.violations += world.violations
 
@@ -552,7 +642,11 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
 
             async def behind(daemon: Daemon = daemon) -> list[str]:
                 logged = await logged_events(await daemon.readable())
-                return [v for n, s in sims.items() for v in invariants.log_behind(s, logged, n)]
+                return [
+                    v
+                    for name in kubeconfigs
+                    for v in invariants.log_behind(await clusters.held(name), logged, name)
+                ]
 
             async def caught_up(daemon: Daemon = daemon) -> bool:
                 return not await behind(daemon)
@@ -567,14 +661,16 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         for daemon in daemons:
             if await daemon.stop() != 0:
                 result.violations.append(f"{daemon.log.name}: no clean stop on SIGTERM")
+        journals = await clusters.journals()
     logged_by = [await logged_events(daemon.log) for daemon in daemons]
     for name, journal in journals.items():
-        result.violations += invariants.pods_per_attempt(journal.events, failing.failed)
-        for violation in invariants.gangs_whole(journal.events, load.gangs):
+        result.changes += Counter(change.type for change in journal)
+        result.violations += invariants.pods_per_attempt(journal, clusters.failed)
+        for violation in invariants.gangs_whole(journal, load.gangs):
             result.violations.append(f"{name}: {violation}")
     result.violations += invariants.deleted_once(*logged_by)
     if several:
-        workers = {n: journals[n].events for n in WORKERS}
+        workers = {n: journals[n] for n in WORKERS}
         result.violations += invariants.one_cluster_each(workers, load.jobs)
         for logged in logged_by:
             result.violations += invariants.no_eviction_after_abort(logged)
@@ -582,7 +678,7 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         result.violations += invariants.one_acts_at_a_time(logged_by)
     for daemon, logged in zip(daemons, logged_by, strict=True):
         for name, journal in journals.items():
-            for violation in invariants.logged_exactly_once(journal.events, logged, name):
+            for violation in invariants.logged_exactly_once(journal, logged, name):
                 result.violations.append(f"{daemon.log.name}: {violation}")
         for violation in await _not_reproduced(daemon.log):
             result.violations.append(f"{daemon.log.name}: replay --verify: {violation}")

@@ -260,9 +260,19 @@ def _in_log(
     return (*key, str(change.rv)) in versions
 
 
-def log_behind(sim: SimCluster, logged: Logged, cluster: str) -> list[str]:
-    """Where the log's newest version of an object differs from the cluster's, for the kinds
-    the log lists (empty once the log has caught up)."""
+def held(sim: SimCluster) -> dict[tuple[str, str], str]:
+    """Each object the simulated cluster holds now: its resourceVersion, by kind and uid."""
+    return {
+        (table.resource.kind, stored.obj["metadata"]["uid"]): str(stored.rv)
+        for table in sim.store.tables.values()
+        for stored in sim.store.iter_objects(table.resource)
+    }
+
+
+def log_behind(current: Mapping[tuple[str, str], str], logged: Logged, cluster: str) -> list[str]:
+    """Where the log's newest version of an object differs from the cluster's (`current`:
+    resourceVersions by kind and uid), for the kinds the log lists (empty once the log has
+    caught up)."""
     newest: dict[tuple[str, str], str] = {}
     kinds: set[str] = set()
     for _, event in logged:
@@ -274,15 +284,10 @@ def log_behind(sim: SimCluster, logged: Logged, cluster: str) -> list[str]:
                 newest.pop(key, None)
             else:
                 newest[key] = event.resource_version
-    current: dict[tuple[str, str], str] = {}
-    for table in sim.store.tables.values():
-        if table.resource.kind in kinds:
-            for stored in sim.store.iter_objects(table.resource):
-                metadata: dict[str, Any] = stored.obj["metadata"]
-                current[(table.resource.kind, metadata["uid"])] = str(stored.rv)
+    now = {key: rv for key, rv in current.items() if key[0] in kinds}
     return [
         f"{kind} {uid}: log at {newest.get((kind, uid), 'absent')}, "
-        f"cluster at {current.get((kind, uid), 'absent')}"
-        for kind, uid in sorted(newest.keys() | current.keys())
-        if newest.get((kind, uid)) != current.get((kind, uid))
+        f"cluster at {now.get((kind, uid), 'absent')}"
+        for kind, uid in sorted(newest.keys() | now.keys())
+        if newest.get((kind, uid)) != now.get((kind, uid))
     ]

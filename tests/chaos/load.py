@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -258,23 +259,25 @@ def _condition(obj: dict[str, Any], kind: str) -> bool:
     )
 
 
-def unfinished(sim: SimCluster, load: Load) -> list[str]:
-    """What of the load has not finished yet (empty once everything has)."""
+async def unfinished(
+    get: Callable[[Resource, str], Awaitable[dict[str, Any] | None]], load: Load
+) -> list[str]:
+    """What of the load has not finished yet (empty once everything has), by `get` (an object
+    of the home cluster's namespace, by resource and name; None when absent)."""
     left: list[str] = []
     for name in load.jobs:
-        job = sim.get(JOBS, NAMESPACE, name)
+        job = await get(JOBS, name)
         if job is None or not _condition(job, "Complete"):
             left.append(f"Job {name}")
     for name in load.jobsets:
-        found = sim.get(JOBSETS, NAMESPACE, name)
+        found = await get(JOBSETS, name)
         if found is None or not _condition(found, "Completed"):
             left.append(f"JobSet {name}")
     for name, members in load.gangs.items():
-        done = sum(
-            (sim.get(PODS, NAMESPACE, f"{name}-{i}") or {}).get("status", {}).get("phase")
-            == "Succeeded"
-            for i in range(members)
-        )
+        done = 0
+        for i in range(members):
+            pod = await get(PODS, f"{name}-{i}") or {}
+            done += (pod.get("status") or {}).get("phase") == "Succeeded"
         if done < members:
             left.append(f"gang {name} ({done}/{members} Succeeded)")
     return left
