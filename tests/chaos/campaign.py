@@ -393,7 +393,9 @@ class Fault:
     what: str
     faults: str = ""  # the simulated cluster's `--faults`, on for the whole run
     disturb: Disturb = _nothing
-    runs: int = 3  # runs of the full campaign
+    # Runs of the full campaign; 2 on a real plane, whose runs take longest (kwok runs pods
+    # at real time), to keep the campaign within its 15 minutes.
+    runs: int = 3
     daemons: int = 1  # each with a log of its own
     clusters: int = 1  # or a manager and three workers (`load.dispatched`)
     disk: str = ""  # a tmpfs of this size of the daemon's own, its log on it
@@ -444,6 +446,7 @@ FAULTS: Final = (
         "etcd-restarted",
         "the real control plane's etcd SIGKILLed for 1-4 s, three times, kube-apiserver up",
         disturb=_restart_etcd,
+        runs=2,
         plane=True,
     ),
     Fault(
@@ -451,6 +454,7 @@ FAULTS: Final = (
         "the real control plane's kube-apiserver SIGKILLed and started again, three times: "
         "watches and requests cut, resumed watches answered 410",
         disturb=_restart_kube_apiserver,
+        runs=2,
         plane=True,
     ),
     Fault(
@@ -481,6 +485,15 @@ FAULTS: Final = (
         _kill_the_leader,
         daemons=2,
         config=LEADER_ELECTION,
+    ),
+    Fault(
+        "leader-killed-real",
+        "leader-killed on the real control plane: the Lease is kube-apiserver's",
+        disturb=_kill_the_leader,
+        runs=2,
+        daemons=2,
+        config=LEADER_ELECTION,
+        plane=True,
     ),
     Fault(
         "disk-full",

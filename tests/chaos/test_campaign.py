@@ -26,15 +26,22 @@ async def test_every_fault_at_once_breaks_no_invariant(tmp_path: Path) -> None:
 
 
 @pytest.mark.real
-@pytest.mark.parametrize("name", ["etcd-restarted", "kube-apiserver-restarted"])
-async def test_restarts_of_the_real_control_plane_break_no_invariant(
-    name: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "struck"),
+    [
+        ("etcd-restarted", "etcd-restart"),
+        ("kube-apiserver-restarted", "kube-apiserver-restart"),
+        ("leader-killed-real", "sigkill-leader"),
+    ],
+)
+async def test_faults_on_the_real_control_plane_break_no_invariant(
+    name: str, struck: str, tmp_path: Path
 ) -> None:
     require_go()
     (fault,) = [f for f in FAULTS if f.name == name]
     result = await run(fault, seed=7, tmp=tmp_path, size=SHORT)
     assert result.skipped == ""
-    assert sum(result.injected.values()) == 3, result.injected
+    assert result.injected[struck] > 0, result.injected
     # etcd's record was read whole: pods came, changed and went (kwok's node Leases, at least).
     assert {"ADDED", "MODIFIED", "DELETED"} <= set(result.changes), result.changes
     assert result.violations == []
