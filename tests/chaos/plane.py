@@ -4,11 +4,10 @@ kube-scheduler and kwok (`tests.realcluster`), one of the run's own.
 The oracle is etcd's own record of every change (`ControlPlane.changes`): each write is a
 revision there, and a revision is the resourceVersion the API server hands out, so the daemon's
 log is checked against it as against the simulated cluster's. kube-apiserver's audit log is no
-such record: it holds requests, not the versions they made (a bind answers with a Status), nor
-what a restarted API server's watch cache tells its watchers.
+such record: it holds requests, not the versions they made (a bind answers with a Status).
 
-The load goes in through the API server with the admin credentials, between faults: a create
-the fault cut off is sent again."""
+The load goes in through the API server with the admin credentials, before the fault
+strikes."""
 
 from __future__ import annotations
 
