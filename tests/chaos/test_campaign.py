@@ -42,6 +42,6 @@ async def test_faults_on_the_real_control_plane_break_no_invariant(
     result = await run(fault, seed=7, tmp=tmp_path, size=SHORT)
     assert result.skipped == ""
     assert result.injected[struck] > 0, result.injected
-    # etcd's record was read whole: pods came, changed and went (kwok's node Leases, at least).
-    assert {"ADDED", "MODIFIED", "DELETED"} <= set(result.changes), result.changes
+    # etcd's record was read past the run's start: objects were created and changed.
+    assert {"ADDED", "MODIFIED"} <= set(result.changes), result.changes
     assert result.violations == []
