@@ -574,6 +574,8 @@ class Daemon:
         now = self.state.now
         dirty.update(self._requeues.due(now))
         ready = self._requeues.ready(dirty, now)
+        # Of the keys a queue releases in the pass, those still backing off wait too.
+        waiting = self._requeues.backing_off(now)
         if self.clusters.everything_decidable:
             keys = ready
         else:
@@ -581,7 +583,6 @@ class Daemon:
         self._batches.decided(keys, now)
         self.metrics.count_keys(self.metrics.keys_decided, keys)
         began, started = time.time_ns(), time.perf_counter()
-        waiting = self._requeues.backing_off(now)
         verdicts = decide_all(self.state, self.reconcilers, keys, self._memos, waiting)
         self.metrics.reconcile_duration.record(time.perf_counter() - started)
         decided = time.time_ns()
