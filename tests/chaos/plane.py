@@ -159,8 +159,7 @@ class PlaneCluster:
 
     async def held(self, name: str) -> dict[tuple[str, str], str]:
         """Each object's resourceVersion now, by kind and uid."""
-        revision = await anyio.to_thread.run_sync(self.plane.revision)
-        held = await anyio.to_thread.run_sync(self.plane.objects_at, revision)
+        held = await anyio.to_thread.run_sync(self.plane.objects_at)
         return {(obj["kind"], obj["metadata"]["uid"]): str(rv) for rv, obj in held}
 
     async def journals(self) -> dict[str, list[Change]]:

@@ -270,9 +270,10 @@ class ControlPlane:
         answer = self._etcd_call("/v3/kv/range", {"key": _b64text(END_KEY)})
         return int(answer["header"]["revision"])
 
-    def objects_at(self, revision: int) -> list[tuple[int, dict[str, Any]]]:
-        """Every object the cluster held at `revision`, with the revision it was last written
-        at (its resourceVersion). Needs `history`."""
+    def objects_at(self, revision: int = 0) -> list[tuple[int, dict[str, Any]]]:
+        """Every object the cluster held at `revision` (0, etcd's word for now: what it holds
+        now), with the revision it was last written at (its resourceVersion). Needs
+        `history`."""
         answer = self._etcd_call(
             "/v3/kv/range",
             {"key": _b64text(PREFIX), "range_end": _b64text(PREFIX_END), "revision": revision},
