@@ -64,9 +64,16 @@ class Requeues:
         self._until.pop(key, None)
 
     def backing_off(self, now: int) -> set[str]:
-        """The keys still backing off at `now` (each is decided again when its wait ends)."""
-        self._until = {key: end for key, end in self._until.items() if end > now}
-        return set(self._until)
+        """The keys still backing off at `now` (each is decided again when its wait ends).
+
+        A key whose wait ended a whole cap ago without failing again is forgotten, so its next
+        failure waits first_ms again, as a success would have it: a key whose object went
+        while it backed off is decided to do nothing, and never succeeds."""
+        until, cap = self._until, self.cap_ms
+        for key in [key for key, end in until.items() if end + cap <= now]:
+            del until[key]
+            self._failures.pop(key, None)
+        return {key for key, end in until.items() if end > now}
 
     def ready(self, keys: Iterable[str], now: int) -> set[str]:
         """`keys` less those still backing off, which are put back for when it ends."""

@@ -102,6 +102,16 @@ def test_backing_off_names_the_keys_whose_wait_has_not_ended() -> None:
     assert requeues.failed("a", 2000) == 4000, "an ended wait still counts toward doubling"
 
 
+def test_a_key_not_failing_again_for_a_whole_cap_is_forgotten() -> None:
+    requeues = Requeues(1000, 60_000)
+    requeues.failed("gone", 0)  # until 1000; its object is deleted meanwhile
+    requeues.failed("again", 0)
+    assert requeues.backing_off(60_999) == set()
+    assert requeues.failed("again", 60_999) == 60_999 + 2000, "within a cap: still doubling"
+    assert requeues.backing_off(61_000) == {"again"}
+    assert requeues.failed("gone", 61_000) == 62_000, "a later failure starts over"
+
+
 def test_clear_forgets_everything() -> None:
     requeues = Requeues(1000, 60_000)
     requeues.schedule(10, "a")
