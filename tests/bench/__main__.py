@@ -31,6 +31,7 @@ SECTIONS = (
     "multicluster",
     "kills",
     "scale",
+    "scale_real",
 )
 
 

@@ -11,7 +11,7 @@ from daemon.sim.resources import PODS
 from daemon.sim.store import Store, WatchEvent
 
 
-def _phase(obj: dict[str, Any] | None) -> str | None:
+def phase_of(obj: dict[str, Any] | None) -> str | None:
     return None if obj is None else (obj.get("status") or {}).get("phase")
 
 
@@ -33,7 +33,7 @@ class Reached:
     def _see(self, event: WatchEvent) -> None:
         if event.resource is not PODS or event.type == "DELETED":
             return
-        if _phase(event.obj) == self.phase and _phase(event.prev) != self.phase:
+        if phase_of(event.obj) == self.phase and phase_of(event.prev) != self.phase:
             self.done += 1
             if self.done == self.count:
                 self.at = time.perf_counter()

@@ -45,7 +45,8 @@ cluster (this process, as in `tests.bench.gang`) run apart. Measured:
 
 `python -m tests.bench.scale --scale F` shrinks hosts per rack and every count by F (at least
 one host per rack, and gangs no larger than a block holds) for quick tries; `make bench` runs
-it at full size.
+it at full size. `tests.bench.scale_real` runs the same load, shrunk, on a real control plane
+(`LoadCluster` is what differs).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import aiohttp
 import anyio
@@ -75,7 +76,7 @@ from events.replay import rebuild
 from events.schema import Decided, Observed, Outcome, Started
 from events.state import encode_state
 from events.store import EventLog
-from tests.bench.phases import Reached
+from tests.bench.phases import Reached, phase_of
 from tests.bench.proc import cpu_seconds, peak_rss
 from tests.bench.table import Table
 from tests.daemon.controllers.jobset_builders import JS_MANAGER, rjob
@@ -233,17 +234,10 @@ def jobset_object(name: str, replicas: int, pods: int) -> dict[str, Any]:
     }
 
 
-def _resource(group: str, version: str, plural: str) -> Resource:
-    found = lookup(group, version, plural)
-    assert found is not None, f"the simulated cluster serves no {group}/{version} {plural}"
-    return found
-
-
-async def create_all(sim: SimCluster, the: Plan) -> None:
-    """Every object of the plan, the three kinds interleaved by pods so the mix arrives
-    together rather than one kind after another."""
-    podgroups = _resource("scheduling.k8s.io", "v1alpha2", "podgroups")
-    jobsets = _resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+def workloads(the: Plan) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Every workload of the plan as the objects to create, in order (a gang's PodGroup, then
+    its pods), each named by its resource's plural; the three kinds interleaved by pods so the
+    mix arrives together rather than one kind after another."""
     queues: list[list[tuple[int, Any]]] = [
         [(g.size, g) for g in the.gangs],
         [(size, (name, size)) for name, size in the.jobs],
@@ -251,28 +245,106 @@ async def create_all(sim: SimCluster, the: Plan) -> None:
     ]
     done = [0, 0, 0]
     totals = [sum(size for size, _ in q) or 1 for q in queues]
-    since = 0
     while any(queues):
         # The kind furthest behind its share goes next.
         kind = min((done[k] / totals[k], k) for k in range(3) if queues[k])[1]
         size, item = queues[kind].pop(0)
         done[kind] += size
         if kind == 0:
-            group, members = gang_objects(item)
-            sim.registry.create(podgroups, NS, group)
-            for member in members:
-                sim.registry.create(PODS, NS, member)
+            yield gang_workload(item)
         elif kind == 1:
             name, pods = item
             body = job(name, parallelism=pods, run_seconds=RUN_SECONDS)
             body["spec"]["template"]["spec"]["containers"] = [CPU_ONLY]
-            sim.registry.create(JOBS, NS, body)
+            yield [("jobs", body)]
         else:
-            sim.registry.create(jobsets, NS, jobset_object(*item))
-        since += size
-        if since >= 200:
-            since = 0
-            await anyio.lowlevel.checkpoint()  # let the server and the agent run
+            yield [("jobsets", jobset_object(*item))]
+
+
+def gang_workload(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
+    group, members = gang_objects(gang)
+    return [("podgroups", group), *(("pods", member) for member in members)]
+
+
+class Waiter(Protocol):
+    async def wait(self) -> float:
+        """Until what it waits for has happened; returns when (`time.perf_counter`)."""
+        ...
+
+
+class LoadCluster(Protocol):
+    """Where the load runs: the simulated cluster in this process (`SimLoad`) or a real control
+    plane (`tests.bench.scale_real.PlaneLoad`)."""
+
+    def daemon_config(self, tmp: Path) -> Path:
+        """The config of a daemon run against this cluster, its log `tmp/kbatchd.db`."""
+        ...
+
+    def reached(self, count: int, phase: str) -> Waiter:
+        """Counts pods turning `phase` from now on, and waits for the `count`th."""
+        ...
+
+    def failed_pod(self) -> str:
+        """A pod that has failed, named with its status."""
+        ...
+
+    async def create(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
+        """One workload's objects (`workloads`), in order."""
+        ...
+
+    async def create_all(self, the: Plan) -> None: ...
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds of the cluster's processes so far."""
+        ...
+
+
+def _resource(group: str, version: str, plural: str) -> Resource:
+    found = lookup(group, version, plural)
+    assert found is not None, f"the simulated cluster serves no {group}/{version} {plural}"
+    return found
+
+
+@dataclass
+class SimLoad:
+    """The simulated cluster, hosted by this process: its CPU is this process's."""
+
+    sim: SimCluster
+
+    def __post_init__(self) -> None:
+        self._resources = {
+            "pods": PODS,
+            "jobs": JOBS,
+            "podgroups": _resource("scheduling.k8s.io", "v1alpha2", "podgroups"),
+            "jobsets": _resource("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        }
+
+    def daemon_config(self, tmp: Path) -> Path:
+        assert self.sim.kubeconfig_path is not None
+        return daemon_config(tmp, self.sim.kubeconfig_path)
+
+    def reached(self, count: int, phase: str) -> Reached:
+        return Reached(self.sim.store, count, phase)
+
+    def failed_pod(self) -> str:
+        pod = next(p for p in self.sim.objects(PODS, NS) if phase_of(p) == "Failed")
+        return f"{pod['metadata']['name']}: {pod['status']}"
+
+    async def create(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
+        for plural, body in objects:
+            self.sim.registry.create(self._resources[plural], NS, body)
+
+    async def create_all(self, the: Plan) -> None:
+        since = 0
+        for objects in workloads(the):
+            await self.create(objects)
+            since += len(objects)
+            if since >= 200:
+                since = 0
+                await anyio.lowlevel.checkpoint()  # let the server and the agent run
+
+    def cpu_seconds(self) -> float:
+        return time.process_time()
 
 
 @dataclass
@@ -356,7 +428,7 @@ class Run:
     hwm: int = 0
     # CPU seconds from the first object created to the last pod Succeeded.
     daemon_cpu_s: float = 0.0
-    sim_cpu_s: float = 0.0
+    cluster_cpu_s: float = 0.0
     sampled: Sampled = field(default_factory=Sampled)
     # From the last pod Succeeded to every queue of the daemon empty.
     drained_s: float = 0.0
@@ -365,10 +437,10 @@ class Run:
     restart_done_s: float = 0.0
 
 
-async def _all_succeeded(sim: SimCluster, finished: Reached) -> float:
-    """When every pod had Succeeded (`Reached.wait`); fails at the first pod that failed
+async def _all_succeeded(cluster: LoadCluster, finished: Waiter) -> float:
+    """When every pod had Succeeded (`finished.wait`); fails at the first pod that failed
     instead, which no pod of this load should (a gang member failed is never replaced)."""
-    failed = Reached(sim.store, 1, "Failed")
+    failed = cluster.reached(1, "Failed")
     at = 0.0
     async with anyio.create_task_group() as tg:
 
@@ -379,10 +451,7 @@ async def _all_succeeded(sim: SimCluster, finished: Reached) -> float:
 
         tg.start_soon(succeeded)
         await failed.wait()
-        pod = next(
-            p for p in sim.objects(PODS, NS) if (p.get("status") or {}).get("phase") == "Failed"
-        )
-        raise AssertionError(f"a pod failed: {pod['metadata']['name']}: {pod['status']}")
+        raise AssertionError(f"a pod failed: {cluster.failed_pod()}")
     return at
 
 
@@ -392,50 +461,44 @@ async def _stop(daemon: Child) -> None:
     assert code == 0, daemon.output()
 
 
-async def drive(the: Plan, tmp: Path) -> Run:
+async def drive(the: Plan, tmp: Path, cluster: LoadCluster) -> Run:
     """The load, then a stop, a change and a restart. The daemon's log is `tmp/kbatchd.db`."""
     result = Run()
-    async with SimCluster.start(topology=the.topology, seed=7) as sim:
-        assert sim.kubeconfig_path is not None
-        config = daemon_config(tmp, sim.kubeconfig_path)
-        async with running_daemon(config) as daemon:
-            stop = anyio.Event()
-            url = _health_url(daemon)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(sample_metrics, url, result.sampled, stop)
-                finished = Reached(sim.store, the.pods, "Succeeded")
-                result.start_ms = time.time_ns() // 1_000_000
-                start = time.perf_counter()
-                cpu = cpu_seconds(daemon.process.pid), time.process_time()
-                await create_all(sim, the)
-                result.created_s = time.perf_counter() - start
-                with anyio.fail_after(3_600):
-                    result.wall_s = await _all_succeeded(sim, finished) - start
-                result.end_ms = time.time_ns() // 1_000_000
-                result.daemon_cpu_s = cpu_seconds(daemon.process.pid) - cpu[0]
-                result.sim_cpu_s = time.process_time() - cpu[1]
-                stop.set()
-            result.end = await eventually(
-                lambda: drained(url), within=600, what="the daemon's queues empty"
-            )
-            result.drained_s = time.perf_counter() - start - result.wall_s
-            result.hwm = peak_rss(daemon.process.pid)
-            await _stop(daemon)
+    config = cluster.daemon_config(tmp)
+    async with running_daemon(config) as daemon:
+        stop = anyio.Event()
+        url = _health_url(daemon)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample_metrics, url, result.sampled, stop)
+            finished = cluster.reached(the.pods, "Succeeded")
+            result.start_ms = time.time_ns() // 1_000_000
+            start = time.perf_counter()
+            cpu = cpu_seconds(daemon.process.pid), cluster.cpu_seconds()
+            await cluster.create_all(the)
+            result.created_s = time.perf_counter() - start
+            with anyio.fail_after(3_600):
+                result.wall_s = await _all_succeeded(cluster, finished) - start
+            result.end_ms = time.time_ns() // 1_000_000
+            result.daemon_cpu_s = cpu_seconds(daemon.process.pid) - cpu[0]
+            result.cluster_cpu_s = cluster.cpu_seconds() - cpu[1]
+            stop.set()
+        result.end = await eventually(
+            lambda: drained(url), within=600, what="the daemon's queues empty"
+        )
+        result.drained_s = time.perf_counter() - start - result.wall_s
+        result.hwm = peak_rss(daemon.process.pid)
+        await _stop(daemon)
 
-        # Down: the cluster moves on without it (one more gang), then it starts again.
-        podgroups = _resource("scheduling.k8s.io", "v1alpha2", "podgroups")
-        late = Gang("late", 8, RACK)
-        group, members = gang_objects(late)
-        sim.registry.create(podgroups, NS, group)
-        for member in members:
-            sim.registry.create(PODS, NS, member)
-        bound = Reached(sim.store, late.size, "Running")
-        start = time.perf_counter()
-        async with running_daemon(config) as daemon:
-            result.restart_synced_s = time.perf_counter() - start
-            with anyio.fail_after(600):
-                result.restart_done_s = await bound.wait() - start
-            await _stop(daemon)
+    # Down: the cluster moves on without it (one more gang), then it starts again.
+    late = Gang("late", 8, RACK)
+    bound = cluster.reached(late.size, "Running")
+    await cluster.create(gang_workload(late))
+    start = time.perf_counter()
+    async with running_daemon(config) as daemon:
+        result.restart_synced_s = time.perf_counter() - start
+        with anyio.fail_after(600):
+            result.restart_done_s = await bound.wait() - start
+        await _stop(daemon)
     return result
 
 
@@ -524,24 +587,24 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
     return cuts[49], cuts[98]
 
 
-def _latency_row(table: Table, what: str, gangs: list[GangTimes], target: bool) -> None:
+def _latency_row(table: Table, where: str, what: str, gangs: list[GangTimes], target: bool) -> None:
     clean = [g for g in gangs if not g.refused and g.first_bound_ms]
     refused = sum(1 for g in gangs if g.refused)
     if not clean:
-        table.add(f"scale: {what}", f"none admitted without waiting ({refused} waited)")
+        table.add(f"{where}: {what}", f"none admitted without waiting ({refused} waited)")
         return
     d50, d99 = _percentiles([(g.decided_ms - g.last_member_ms) / 1000 for g in clean])
     f50, f99 = _percentiles([(g.first_bound_ms - g.last_member_ms) / 1000 for g in clean])
     b50, b99 = _percentiles([(g.last_bound_ms - g.last_member_ms) / 1000 for g in clean])
     table.add(
-        f"scale: {what}, last member observed → admission decided (binds issued; log clock), "
+        f"{where}: {what}, last member observed → admission decided (binds issued; log clock), "
         "p50 / p99",
         f"{d50:.2f} / {d99:.2f} s ({len(clean)} gangs; {refused} waited for room, left out)",
         f"p99 < {TARGET_BIG_P99:.0f} s" if target else "",
         d99 < TARGET_BIG_P99 if target else None,
     )
     table.add(
-        f"scale: {what}, last member observed → first / last bind done, p50 / p99",
+        f"{where}: {what}, last member observed → first / last bind done, p50 / p99",
         f"{f50:.2f} / {f99:.2f} s; {b50:.2f} / {b99:.2f} s",
     )
 
@@ -560,93 +623,117 @@ async def snapshot_time(path: Path) -> tuple[float, int, float]:
     return saved, len(body), folded
 
 
+def describe(the: Plan) -> str:
+    return (
+        f"{the.nodes:,} nodes ({the.topology}), {the.pods:,} pods: "
+        f"{len(the.gangs)} gangs ({the.gang_pods:,} pods), {len(the.jobs)} Jobs "
+        f"({the.job_pods:,}), {len(the.jobsets)} JobSets ({the.jobset_pods:,})"
+    )
+
+
+@dataclass
+class Figures:
+    """What the stopped daemon's log file says, beside the run's own measures."""
+
+    read: Read
+    size: int
+    daemon_snapshots: int
+    saved_s: float
+    snapshot_bytes: int
+    folded_s: float
+
+
+async def read_figures(path: Path, the: Plan, done: Run) -> Figures:
+    read = await read_log(path, the, done)
+    size, snapshots = _file_bytes(path), len(snapshot_seqs(path))
+    return Figures(read, size, snapshots, *await snapshot_time(path))
+
+
 async def run(table: Table, scale: float = 1.0) -> None:
     the = plan(scale)
-    print(
-        f"scale: {the.nodes:,} nodes ({the.topology}), {the.pods:,} pods: "
-        f"{len(the.gangs)} gangs ({the.gang_pods:,} pods), {len(the.jobs)} Jobs "
-        f"({the.job_pods:,}), {len(the.jobsets)} JobSets ({the.jobset_pods:,})",
-        flush=True,
-    )
+    print(f"scale: {describe(the)}", flush=True)
     relax_collector()  # this process hosts the simulated cluster, as `kbatchd sim` does
     with tempfile.TemporaryDirectory(prefix="kbatchd-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        done = await drive(the, tmp)
-        path = tmp / "kbatchd.db"
-        read = await read_log(path, the, done)
-        size = _file_bytes(path)
-        daemon_snapshots = snapshot_seqs(path)
-        saved_s, snapshot_bytes, folded_s = await snapshot_time(path)
+        async with SimCluster.start(topology=the.topology, seed=7) as sim:
+            done = await drive(the, tmp, SimLoad(sim))
+        figures = await read_figures(tmp / "kbatchd.db", the, done)
+    report(table, the, done, figures, "scale", "the simulated cluster's process (this one)")
 
+
+def report(table: Table, the: Plan, done: Run, figures: Figures, where: str, cluster: str) -> None:
+    """The rows of one run, each label begun with `where`; `cluster` names what
+    `Run.cluster_cpu_s` is the CPU of."""
+    read, size = figures.read, figures.size
     big = max(g.size for g in the.gangs)
     shares = (the.gang_pods / the.pods, the.job_pods / the.pods, the.jobset_pods / the.pods)
     table.add(
-        f"scale: {the.nodes:,} nodes, {the.pods:,} pods "
+        f"{where}: {the.nodes:,} nodes, {the.pods:,} pods "
         f"({shares[0]:.0%} gang / {shares[1]:.0%} Job / {shares[2]:.0%} JobSet), "
         "first object created → last pod Succeeded",
         f"{done.wall_s:.0f} s (created in {done.created_s:.0f} s)",
     )
     seconds = (done.end_ms - done.start_ms) / 1000
     table.add(
-        "scale: events appended (ingest → log → fold), mean / busiest second",
+        f"{where}: events appended (ingest → log → fold), mean / busiest second",
         f"{read.in_run / seconds:,.0f} / {max(read.per_second.values(), default=0):,} "
         f"events/s ({read.in_run:,} events)",
     )
     table.add(
-        "scale: decisions logged, mean / busiest second",
+        f"{where}: decisions logged, mean / busiest second",
         f"{read.decisions_in_run / seconds:,.0f} / "
         f"{max(read.decisions_per_second.values(), default=0):,} decisions/s "
         f"({read.decisions_in_run:,})",
     )
     gangs = list(read.gangs.values())
-    _latency_row(table, f"all {len(gangs)} gangs", gangs, target=False)
+    _latency_row(table, where, f"all {len(gangs)} gangs", gangs, target=False)
     _latency_row(
         table,
+        where,
         f"the {sum(1 for g in gangs if g.size == big)} gangs of {big:,}",
         [g for g in gangs if g.size == big],
         target=big == BIG,
     )
     table.add(
-        "scale: CPU of the daemon / of the simulated cluster's process (this one), first object "
-        "created → last pod Succeeded",
-        f"{done.daemon_cpu_s:.0f} s / {done.sim_cpu_s:.0f} s",
+        f"{where}: CPU of the daemon / of {cluster}, first object created → last pod Succeeded",
+        f"{done.daemon_cpu_s:.0f} s / {done.cluster_cpu_s:.0f} s",
     )
     table.add(
-        "scale: daemon peak RSS (VmHWM)",
+        f"{where}: daemon peak RSS (VmHWM)",
         f"{done.hwm / 2**20:,.0f} MiB",
         "< 1 GiB",
         done.hwm < TARGET_RSS,
     )
     table.add(
-        "scale: log bytes per event (file with its snapshots ÷ events)",
+        f"{where}: log bytes per event (file with its snapshots ÷ events)",
         f"{size / read.events:,.0f} B ({size / 2**20:,.0f} MiB, {read.events:,} events, "
-        f"{len(daemon_snapshots)} snapshots by the daemon)",
+        f"{figures.daemon_snapshots} snapshots by the daemon)",
     )
     table.add(
-        "scale: snapshot of the final state, encode and save",
-        f"{saved_s:.2f} s ({snapshot_bytes / 2**20:,.0f} MiB; "
-        f"folding the log from the newest snapshot {folded_s:.1f} s)",
+        f"{where}: snapshot of the final state, encode and save",
+        f"{figures.saved_s:.2f} s ({figures.snapshot_bytes / 2**20:,.0f} MiB; "
+        f"folding the log from the newest snapshot {figures.folded_s:.1f} s)",
     )
     decided = (read.restart_first_decision_ms - read.restart_ms) / 1000
     table.add(
-        "scale: restart after SIGTERM: start → synced / Started → first decision / "
+        f"{where}: restart after SIGTERM: start → synced / Started → first decision / "
         "start → a gang made meanwhile running",
         f"{done.restart_synced_s:.1f} s / {decided:.1f} s / {done.restart_done_s:.1f} s",
     )
     sampled = done.sampled
     table.add(
-        "scale: backlog, daemon's /metrics each second: ingest queue max (items, cap 4,096) / "
+        f"{where}: backlog, daemon's /metrics each second: ingest queue max (items, cap 4,096) / "
         "actions queue max; every queue empty after the last pod Succeeded",
         f"{sampled.ingest_max:,.0f} / {sampled.actions_max:,.0f} ({sampled.samples} samples); "
         f"empty {done.drained_s:.1f} s after",
     )
     table.add(
-        "scale: fold lag (API change seen → its event folded; oldest of each batch), "
+        f"{where}: fold lag (API change seen → its event folded; oldest of each batch), "
         "p50 / p99 / max, histogram buckets",
         _buckets(done.end, "kbatchd_fold_lag_seconds{}"),
     )
     table.add(
-        "scale: reconcile latency of the gang reconciler (oldest watch event of a pass → its "
+        f"{where}: reconcile latency of the gang reconciler (oldest watch event of a pass → its "
         "decisions logged and handed to the actuator), p50 / p99 / max, histogram buckets",
         _buckets(done.end, 'kbatchd_reconcile_latency_seconds{reconciler="gang"}'),
     )
