@@ -152,7 +152,7 @@ async def remove_namespace(api: client.ApiClient, name: str) -> None:
     await eventually(gone, within=300, what=f"namespace {name} removed")
 
 
-async def schedulable(api: client.ApiClient) -> None:
+async def schedulable(api: client.ApiClient, within: float = 300) -> None:
     """Every node free of taints. kube-controller-manager takes each new node's
     `node.kubernetes.io/not-ready` taint off at about 5 nodes a second (its eviction rate
     limit): 256 nodes are all schedulable about 55 s after the start, and a phase begun
@@ -164,7 +164,7 @@ async def schedulable(api: client.ApiClient) -> None:
         nodes = await client.CoreV1Api(api).list_node()
         return all(not n.spec.taints for n in nodes.items)
 
-    await eventually(untainted, within=300, what="every node without taints")
+    await eventually(untainted, within=within, what="every node without taints")
 
 
 class _Event(msgspec.Struct):

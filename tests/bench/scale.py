@@ -61,7 +61,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import aiohttp
 import anyio
@@ -234,10 +234,16 @@ def jobset_object(name: str, replicas: int, pods: int) -> dict[str, Any]:
     }
 
 
-def workloads(the: Plan) -> Iterator[list[tuple[str, dict[str, Any]]]]:
-    """Every workload of the plan as the objects to create, in order (a gang's PodGroup, then
-    its pods), each named by its resource's plural; the three kinds interleaved by pods so the
-    mix arrives together rather than one kind after another."""
+class Workload(NamedTuple):
+    pods: int
+    # What to create, in order (a gang's PodGroup, then its pods), each with its resource's
+    # plural.
+    objects: list[tuple[str, dict[str, Any]]]
+
+
+def workloads(the: Plan) -> Iterator[Workload]:
+    """Every workload of the plan, the three kinds interleaved by pods so that the mix
+    arrives together rather than one kind after another."""
     queues: list[list[tuple[int, Any]]] = [
         [(g.size, g) for g in the.gangs],
         [(size, (name, size)) for name, size in the.jobs],
@@ -256,14 +262,14 @@ def workloads(the: Plan) -> Iterator[list[tuple[str, dict[str, Any]]]]:
             name, pods = item
             body = job(name, parallelism=pods, run_seconds=RUN_SECONDS)
             body["spec"]["template"]["spec"]["containers"] = [CPU_ONLY]
-            yield [("jobs", body)]
+            yield Workload(size, [("jobs", body)])
         else:
-            yield [("jobsets", jobset_object(*item))]
+            yield Workload(size, [("jobsets", jobset_object(*item))])
 
 
-def gang_workload(gang: Gang) -> list[tuple[str, dict[str, Any]]]:
+def gang_workload(gang: Gang) -> Workload:
     group, members = gang_objects(gang)
-    return [("podgroups", group), *(("pods", member) for member in members)]
+    return Workload(gang.size, [("podgroups", group), *(("pods", m) for m in members)])
 
 
 class Waiter(Protocol):
@@ -288,8 +294,8 @@ class LoadCluster(Protocol):
         """A pod that has failed, named with its status."""
         ...
 
-    async def create(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
-        """One workload's objects (`workloads`), in order."""
+    async def create(self, workload: Workload) -> None:
+        """One workload's objects, in order."""
         ...
 
     async def create_all(self, the: Plan) -> None: ...
@@ -330,15 +336,15 @@ class SimLoad:
         pod = next(p for p in self.sim.objects(PODS, NS) if phase_of(p) == "Failed")
         return f"{pod['metadata']['name']}: {pod['status']}"
 
-    async def create(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
-        for plural, body in objects:
+    async def create(self, workload: Workload) -> None:
+        for plural, body in workload.objects:
             self.sim.registry.create(self._resources[plural], NS, body)
 
     async def create_all(self, the: Plan) -> None:
         since = 0
-        for objects in workloads(the):
-            await self.create(objects)
-            since += len(objects)
+        for workload in workloads(the):
+            await self.create(workload)
+            since += workload.pods
             if since >= 200:
                 since = 0
                 await anyio.lowlevel.checkpoint()  # let the server and the agent run

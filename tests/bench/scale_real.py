@@ -31,7 +31,17 @@ from kubernetes_asyncio import client
 from daemon.runtime import eventloop
 from tests.bench.proc import cpu_seconds
 from tests.bench.realplane import WatchEvent, list_version, ok, schedulable, watch_namespace
-from tests.bench.scale import NS, Plan, describe, drive, plan, read_figures, report, workloads
+from tests.bench.scale import (
+    NS,
+    Plan,
+    Workload,
+    describe,
+    drive,
+    plan,
+    read_figures,
+    report,
+    workloads,
+)
 from tests.bench.table import Table
 from tests.processes import daemon_config, kube_client
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
@@ -114,10 +124,10 @@ class PlaneLoad:
         name, status = next(iter(self.failed.items()))
         return f"{name}: {status.reason} {status.message}"
 
-    async def create(self, objects: list[tuple[str, dict[str, Any]]]) -> None:
+    async def create(self, workload: Workload) -> None:
         core, batch = client.CoreV1Api(self.api), client.BatchV1Api(self.api)
         custom = client.CustomObjectsApi(self.api)
-        for plural, body in objects:
+        for plural, body in workload.objects:
             raw: Any = body  # the generated models' types; the client sends a dict as it is
             answer: Any
             if plural == "pods":
@@ -136,8 +146,8 @@ class PlaneLoad:
         items = workloads(the)
 
         async def creator() -> None:
-            for objects in items:
-                await self.create(objects)
+            for workload in items:
+                await self.create(workload)
 
         async with anyio.create_task_group() as creators:
             for _ in range(CREATORS):
@@ -148,9 +158,12 @@ class PlaneLoad:
 
 
 @asynccontextmanager
-async def watched(plane: ControlPlane, api: client.ApiClient) -> AsyncIterator[PlaneLoad]:
+async def watched(
+    plane: ControlPlane, api: client.ApiClient, nodes: int
+) -> AsyncIterator[PlaneLoad]:
     """The plane with every node schedulable and its pods watched while in use."""
-    await schedulable(api)
+    # Taken off at about 5 nodes a second (`schedulable`): 2,000 nodes took over 300 s.
+    await schedulable(api, within=max(300.0, nodes / 2))
     load = PlaneLoad(plane, api)
     core = client.CoreV1Api(api)
     version = await list_version(await core.list_namespaced_pod(NS, _preload_content=False))
@@ -174,7 +187,10 @@ async def run(table: Table, scale: float = SCALE) -> None:
             table.add(WHERE, f"not run: {exc}")
             return
         try:
-            async with kube_client(plane.admin_kubeconfig) as api, watched(plane, api) as load:
+            async with (
+                kube_client(plane.admin_kubeconfig) as api,
+                watched(plane, api, the.nodes) as load,
+            ):
                 done = await drive(the, tmp, load)
         finally:
             await anyio.to_thread.run_sync(plane.stop)
