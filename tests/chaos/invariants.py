@@ -195,12 +195,16 @@ def one_acts_at_a_time(logs: Sequence[Logged]) -> list[str]:
     ]
 
 
-def logged_exactly_once(journal: Sequence[Change], logged: Logged, cluster: str) -> list[str]:
+def logged_exactly_once(
+    journal: Sequence[Change], logged: Logged, cluster: str, until: int | None = None
+) -> list[str]:
     """Every change of a watched kind is in the log once, and nothing else is.
 
     A change the log lacks is one only a list can account for (a watch lost or expired, the
     daemon down): then the first list at or after it must have logged the object as it stood
-    at that list, or its deletion, unless the log never held the object at all."""
+    at that list, or its deletion, unless the log never held the object at all. A change
+    after `until`, the cluster's newest version when the log was last found caught up, came
+    while the daemon was stopping: only the list of its next start would log it."""
     lists: dict[str, list[int]] = defaultdict(list)
     seen: Counter[tuple[str, str, str, str]] = Counter()
     versions: set[tuple[str, str, str]] = set()
@@ -232,7 +236,7 @@ def logged_exactly_once(journal: Sequence[Change], logged: Logged, cluster: str)
         if kind not in lists:
             continue
         for change in changes:
-            if _in_log(change, key, versions, deleted):
+            if _in_log(change, key, versions, deleted) or (until is not None and change.rv > until):
                 continue
             later = [at for at in sorted(lists[kind]) if at >= change.rv]
             if not later:

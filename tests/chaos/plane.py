@@ -12,6 +12,7 @@ strikes."""
 from __future__ import annotations
 
 import copy
+import http.client
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -94,7 +95,7 @@ class PlaneCluster:
 
         try:
             return await anyio.to_thread.run_sync(request)
-        except OSError as exc:
+        except (OSError, http.client.HTTPException) as exc:  # refused, or cut mid-answer
             return 0, str(exc)
 
     async def submit(self) -> None:

@@ -261,3 +261,17 @@ def test_logged_exactly_once(
     journal: list[Change], log: list[Event], violations: list[str]
 ) -> None:
     assert logged_exactly_once(journal, logged(*log), CLUSTER) == violations
+
+
+@pytest.mark.parametrize(
+    ("until", "violations"),
+    [
+        pytest.param(5, [], id="after-the-last-catch-up-check"),
+        pytest.param(6, ["Pod a at 6 MODIFIED: not in the log"], id="before-it"),
+    ],
+)
+def test_a_change_after_the_log_was_last_caught_up_may_be_missing(
+    until: int, violations: list[str]
+) -> None:
+    log = logged(listed(4), observed(ADDED))
+    assert logged_exactly_once([ADDED, RUNNING], log, CLUSTER, until) == violations
