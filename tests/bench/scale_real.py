@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import msgspec
 from kubernetes_asyncio import client
 
 from daemon.runtime import eventloop
+from tests.bench.phases import PhaseCount
 from tests.bench.proc import cpu_seconds
 from tests.bench.realplane import WatchEvent, list_version, ok, schedulable, watch_namespace
 from tests.bench.scale import (
@@ -67,29 +67,6 @@ class _Status(msgspec.Struct):
 class _Pod(msgspec.Struct):
     metadata: _Meta
     status: _Status = msgspec.field(default_factory=_Status)
-
-
-class PhaseCount:
-    """Pods turning `phase` as the watch sees them, and the moment the `count`th did: the
-    real plane's `tests.bench.phases.Reached`."""
-
-    def __init__(self, count: int, phase: str) -> None:
-        self.count = count
-        self.phase = phase
-        self.done = 0
-        self.at = 0.0
-        self._all = anyio.Event()
-
-    def see(self, phase: str) -> None:
-        if phase == self.phase:
-            self.done += 1
-            if self.done == self.count:
-                self.at = time.perf_counter()
-                self._all.set()
-
-    async def wait(self) -> float:
-        await self._all.wait()
-        return self.at
 
 
 @dataclass
