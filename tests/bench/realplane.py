@@ -13,9 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
+import aiohttp
 import anyio
 import msgspec
 from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.processes import daemon_config, eventually
 
@@ -142,7 +144,16 @@ async def remove_namespace(api: client.ApiClient, name: str) -> None:
     """The namespace gone, its pods first (grace 0: kwok lets them go at once), so the next
     phase finds every node free."""
     core = client.CoreV1Api(api)
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    for attempt in range(1, 11):
+        try:
+            await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+            break
+        except (ApiException, aiohttp.ClientPayloadError) as exc:
+            # kube-apiserver ends a request after 60 s (a 504, or the answer listing the
+            # deleted pods cut short): ten thousand pods take longer to delete than that, and
+            # each try deletes more of them.
+            if getattr(exc, "status", 504) != 504 or attempt == 10:
+                raise
     await core.delete_namespace(name, grace_period_seconds=0)
 
     async def gone() -> bool:
