@@ -136,8 +136,10 @@ def _misplaced_indexed(active: list[Pod], completions: int) -> tuple[list[Pod], 
         else:
             by_index.setdefault(index, []).append(pod)
     for index in sorted(by_index):
-        same = sorted(by_index[index], key=removal_order)
-        remove += same[:-1]
+        same = by_index[index]
+        if len(same) > 1:
+            same.sort(key=removal_order)
+            remove += same[:-1]
         keep.append(same[-1])
     remove.sort(key=lambda p: (completion_index(p), removal_order(p)))
     return remove, keep

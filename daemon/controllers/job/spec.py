@@ -108,12 +108,16 @@ class JobStatus(msgspec.Struct, rename="camel", frozen=True):
 class JobView:
     """A managed Job's spec and status with the API's defaults resolved."""
 
-    __slots__ = ("job", "spec", "status")
+    __slots__ = ("completed_indexes", "failed_indexes", "job", "spec", "status")
 
     def __init__(self, job: Job, spec: JobSpec, status: JobStatus) -> None:
         self.job = job
         self.spec = spec
         self.status = status
+        # Parsed once: a decision asks about every finished pod's index, and the text of a
+        # 10,000-pod Job's completed indexes is long until its indexes close into intervals.
+        self.completed_indexes = Indexes.parse(status.completed_indexes, self.index_limit)
+        self.failed_indexes = Indexes.parse(status.failed_indexes, self.index_limit)
 
     # -- spec -------------------------------------------------------------------------------
 
@@ -203,14 +207,6 @@ class JobView:
     def uncounted_failed(self) -> list[str]:
         uncounted = self.status.uncounted_terminated_pods
         return list(uncounted.failed or ()) if uncounted else []
-
-    @property
-    def completed_indexes(self) -> Indexes:
-        return Indexes.parse(self.status.completed_indexes, self.index_limit)
-
-    @property
-    def failed_indexes(self) -> Indexes:
-        return Indexes.parse(self.status.failed_indexes, self.index_limit)
 
 
 class JobSpecError(ValueError):

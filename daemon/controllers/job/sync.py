@@ -851,13 +851,11 @@ class Sync:
         uncounted lists or in `completedIndexes`, and release the finalizer of every pod whose
         accounting the observed status already holds."""
         releasing = self.plan.releasing
-        pods = self.pods
+        pods = [p for p in self.pods if self.tracked(p) and p.name not in releasing]
         if self.view.indexed:
             # Completed indexes are introduced in index order, as upstream does.
-            pods = sorted(pods, key=lambda p: (completion_index(p), p.name))
+            pods.sort(key=lambda p: (completion_index(p), p.name))
         for pod in pods:
-            if not self.tracked(pod) or pod.name in releasing:
-                continue
             failed = self.considered_failed(pod)
             if not self._may_release(pod, failed, target):
                 continue
