@@ -151,6 +151,9 @@ class State(msgspec.Struct):
     # priority then oldest first (both kept by `gang.projection`; older snapshots kept an
     # oldest-first ``gang_queue``, which is ignored: the queue is rebuilt from the groups).
     group_members: dict[str, set[str]] = {}
+    # ``cluster/namespace/podgroup`` -> scheduler name -> how many of its member pods name
+    # that scheduler (kept by `gang.projection`; rebuilt for older snapshots).
+    group_schedulers: dict[str, dict[str, int]] = {}
     waiting_gangs: dict[str, list[tuple[int, int, str]]] = {}
     # node key -> keys of the pending pods nominated to it (``status.nominatedNodeName``),
     # whose room the gang scheduler keeps for them (kept by `gang.projection`).

@@ -515,9 +515,15 @@ class GangReconciler:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def _has_ours(self, state: State, group_key: str) -> bool:
+        """Whether any pod of the group names kbatchd's scheduler (`Members.ours`), without
+        reading them."""
+        return self.scheduler_name in state.group_schedulers.get(group_key, {})
+
     def _members(self, state: State, group_key: str) -> Members:
         pods = state.pods
-        keys = state.group_members.get(group_key, ())
+        # A group's pods share its namespace: their keys sort as their names.
+        keys = sorted(state.group_members.get(group_key, ()))
         return members((pods[k] for k in keys if k in pods), self.scheduler_name)
 
     def _read(
@@ -579,9 +585,12 @@ class GangReconciler:
     def _decide_group(
         self, state: State, run: Cycle, cluster: str, namespace: str, name: str, now: int
     ) -> Decision | None:
-        group = self._read(run, cluster, f"{cluster}/{namespace}/{name}")
-        if group is None or not group.members.ours:
+        group_key = f"{cluster}/{namespace}/{name}"
+        if not self._has_ours(state, group_key):
             # Not kbatchd's group (or no member yet: nothing to say about it).
+            return None
+        group = self._read(run, cluster, group_key)
+        if group is None:
             return None
         spec = group.spec
         step = _Step(now)
@@ -986,8 +995,10 @@ class GangReconciler:
         found: list[_Group] = []
         workload_key = f"{cluster}/{namespace}/{workload}"
         for key in sorted(run.state.workload_groups.get(workload_key, ())):
+            if not self._has_ours(run.state, key):
+                continue
             group = self._read(run, cluster, key)
-            if group is not None and group.members.ours:
+            if group is not None:
                 found.append(group)
         return found
 

@@ -324,13 +324,16 @@ class Members(msgspec.Struct, frozen=True):
 
 
 def members(pods: Iterable[Pod], scheduler: str) -> Members:
+    """`pods` split as `Members` holds them, in the order given: the caller gives them by
+    name (sorting 10,000 keys as strings costs a fraction of sorting their pods by an
+    attribute, and a group is read again at each of its members' changes)."""
     ours: list[Pod] = []
     bound: list[Pod] = []
     pending: list[Pod] = []
     gated: list[Pod] = []
     succeeded: list[Pod] = []
     foreign: list[Pod] = []
-    for pod in sorted(pods, key=lambda p: p.name):
+    for pod in pods:
         if pod.scheduler_name != scheduler:
             if live(pod):
                 foreign.append(pod)

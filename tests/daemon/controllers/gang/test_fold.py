@@ -11,6 +11,7 @@ from events.state import decode_state, encode_state
 from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     NS,
+    SCHEDULER,
     T0,
     blocker,
     key,
@@ -45,6 +46,35 @@ def test_members_are_indexed_by_group_until_deleted() -> None:
     world.remove(world.pod("g-00"))
     world.remove(world.pod("other"))
     assert world.state.group_members == {f"{CLUSTER}/{NS}/g": {f"{CLUSTER}/{NS}/g-01"}}
+
+
+def test_members_are_counted_by_the_scheduler_they_name_until_deleted() -> None:
+    world = GangWorld()
+    world.add(
+        *members("g", 2),
+        member("g-other", "g", scheduler="default-scheduler"),
+        member("h-0", "h", scheduler="default-scheduler"),
+    )
+    g, h = f"{CLUSTER}/{NS}/g", f"{CLUSTER}/{NS}/h"
+    assert world.state.group_schedulers == {
+        g: {SCHEDULER: 2, "default-scheduler": 1},
+        h: {"default-scheduler": 1},
+    }
+    world.set_pod("g-00", phase="Succeeded")  # finished pods still count
+    world.remove(world.pod("g-other"))
+    world.remove(world.pod("h-0"))
+    assert world.state.group_schedulers == {g: {SCHEDULER: 2}}
+    restored = decode_state(encode_state(world.state))
+    assert restored.group_schedulers == world.state.group_schedulers
+
+
+def test_a_snapshot_from_before_the_scheduler_counts_gets_them_rebuilt() -> None:
+    world = GangWorld()
+    world.add(*members("g", 2), member("h-0", "h", scheduler="default-scheduler"))
+    raw = msgspec.msgpack.decode(encode_state(world.state))
+    del raw["group_schedulers"]
+    restored = fold.restored(decode_state(msgspec.msgpack.encode(raw)))
+    assert restored.group_schedulers == world.state.group_schedulers != {}
 
 
 def test_groups_are_indexed_by_the_workload_they_were_made_from_until_deleted() -> None:
