@@ -567,15 +567,20 @@ async def run(table: Table, scale: float = 1.0, only: frozenset[str] = frozenset
                         results.append(
                             await _phase(api, plane, scenario, KBATCHD, daemon.process.pid)
                         )
-                    # What the daemon logged, by event: its watches' reconnects and failed
-                    # writes explain calls the audit log shows.
+                    # What the daemon logged, by event, and its warnings in full: its watches'
+                    # reconnects and failed calls explain calls the audit log shows.
                     census: dict[str, int] = {}
                     for line in daemon.logs():
                         name = str(line.get("event", "?"))
                         census[name] = census.get(name, 0) + 1
                     print(f"job_vs_upstream: the daemon's log by event: {census}", flush=True)
-                    watches = [x for x in daemon.logs() if "watch" in str(x.get("event", ""))]
-                    for line in watches[:20]:
+                    notable = [
+                        x
+                        for x in daemon.logs()
+                        if x.get("level") in ("warning", "error")
+                        or "watch" in str(x.get("event", ""))
+                    ]
+                    for line in notable[:20]:
                         print(f"  {line}", flush=True)
                 for scenario in chosen:
                     results.append(await _phase(api, plane, scenario, UPSTREAM, 0))
