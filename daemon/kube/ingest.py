@@ -218,7 +218,7 @@ class Informer:
         known: dict[str, SlimObject],
         *,
         watch_timeout: tuple[int, int] = (300, 600),
-        read_timeout: float = 70.0,
+        read_timeout: float = 120.0,
         on_error: OnError | None = None,
         backoff: Backoff | None = None,
         reachability: Reachability | None = None,

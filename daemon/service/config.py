@@ -80,8 +80,9 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
     # Server-side watch timeout range in seconds (client-go picks 5 to 10 minutes).
     watch_timeout_seconds: tuple[WholeSeconds, WholeSeconds] = (300, 600)
-    # No bytes on a watch for this long means a dead connection (bookmarks come every 60 s).
-    watch_inactivity_seconds: Seconds = 70.0
+    # No bytes on a watch for this long means a dead connection: twice the ~60 s between the
+    # bookmarks kube-apiserver sends, since a loaded server sends them late.
+    watch_inactivity_seconds: Seconds = 120.0
     # How long the daemon waits for every cluster's first list before it acts on the clusters
     # that have listed (0: act as soon as one has); a cluster that lists later joins then.
     cluster_sync_wait_seconds: SecondsOrOff = 60.0

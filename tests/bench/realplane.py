@@ -301,7 +301,7 @@ async def watch_namespace(
 # gate: both Job controllers then give every new, unsuspended Job a Workload and a PodGroup.
 PRODUCTION: Final[dict[str, Any]] = {
     "tick_seconds": 1.0,
-    "watch_inactivity_seconds": 70.0,
+    "watch_inactivity_seconds": 120.0,
     "retry_backoff_seconds": [1.0, 60.0],
     "api_retry_seconds": [1.0, 30.0],
     "act_retry_seconds": [0.1, 5.0],
