@@ -325,8 +325,9 @@ class Members(msgspec.Struct, frozen=True):
 
 def members(pods: Iterable[Pod], scheduler: str) -> Members:
     """`pods` split as `Members` holds them, in the order given: the caller gives them by
-    name (sorting 10,000 keys as strings costs a fraction of sorting their pods by an
-    attribute, and a group is read again at each of its members' changes)."""
+    name, sorting their keys as strings, which is cheaper than sorting the pods by an
+    attribute (about a fifth of a 4,000-pod group's read), and a group is read again at each
+    of its members' changes."""
     ours: list[Pod] = []
     bound: list[Pod] = []
     pending: list[Pod] = []
