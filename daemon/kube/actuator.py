@@ -117,7 +117,7 @@ class Actuator:
         apis: dict[str, KubeApi],
         send: Send,
         *,
-        concurrency: int = 32,
+        concurrency: int = 64,
         max_attempts: int = 8,
         retry_backoff: tuple[float, float] = RETRY_BACKOFF,
         tracer: Tracer | None = None,

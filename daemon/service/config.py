@@ -77,7 +77,7 @@ class Daemon(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # next pass, so a busy daemon makes fewer, larger passes. 0: a pass for every batch.
     pass_interval_seconds: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.02
     # How many API calls the actuator makes at once.
-    concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 32
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 64
     # Server-side watch timeout range in seconds (client-go picks 5 to 10 minutes).
     watch_timeout_seconds: tuple[WholeSeconds, WholeSeconds] = (300, 600)
     # No bytes on a watch for this long means a dead connection: twice the ~60 s between the

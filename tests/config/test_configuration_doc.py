@@ -105,11 +105,11 @@ def test_other_docs_name_only_keys_that_exist(path: Path) -> None:
 def test_a_wrong_default_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The check itself: a doc whose default differs from the file's fails."""
     text = DOC.read_text(encoding="utf-8").replace(
-        "| `concurrency` | `32` |", "| `concurrency` | `64` |"
+        "| `concurrency` | `64` |", "| `concurrency` | `32` |"
     )
-    assert "| `concurrency` | `64` |" in text
+    assert "| `concurrency` | `32` |" in text
     doc = tmp_path / "configuration.md"
     doc.write_text(text, encoding="utf-8")
     monkeypatch.setattr(f"{__name__}.DOC", doc)
-    with pytest.raises(AssertionError, match=r"daemon\.concurrency: doc 64"):
+    with pytest.raises(AssertionError, match=r"daemon\.concurrency: doc 32"):
         test_the_doc_gives_the_defaults_of_the_settings_file()
