@@ -71,7 +71,7 @@ class Route:
     subresource: str
 
 
-def _status_response(error: ApiError) -> web.Response:
+def status_response(error: ApiError) -> web.Response:
     return web.Response(
         body=encode(error.status()), status=error.code, content_type=JSON, headers=error.headers
     )
@@ -213,15 +213,15 @@ class ApiServer:
                 self.token is not None
                 and request.headers.get("Authorization") != f"Bearer {self.token}"
             ):
-                return _status_response(ApiError(401, "Unauthorized", "Unauthorized"))
+                return status_response(ApiError(401, "Unauthorized", "Unauthorized"))
             return await self._dispatch(request)
         except ApiError as error:
-            return _status_response(error)
+            return status_response(error)
         except ConnectionError:
             raise
         except Exception as exc:
             log.exception("sim api: %s %s failed", request.method, request.path_qs)
-            return _status_response(internal_error(f"{type(exc).__name__}: {exc}"))
+            return status_response(internal_error(f"{type(exc).__name__}: {exc}"))
 
     async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
@@ -335,10 +335,10 @@ class ApiServer:
             return await self._serve(request, route)
         drop = self.faults.request_drop()
         if drop == "before":
-            _cut(request)
+            cut(request)
         response = await self._serve(request, route)
         if drop == "after":
-            _cut(request)
+            cut(request)
         return response
 
     async def _serve(self, request: web.BaseRequest, route: Route) -> web.StreamResponse:
@@ -581,7 +581,7 @@ class ApiServer:
         return _json(head[:-1] + b',"items":[]}')
 
 
-def _cut(request: web.BaseRequest) -> None:
+def cut(request: web.BaseRequest) -> None:
     """End the request's connection without an answer (the `drop-request` fault)."""
     if request.transport is not None:
         request.transport.abort()

@@ -71,7 +71,7 @@ async def serve_watch(
     if stalled:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(spec.timeout):
-                await _until_gone(request)
+                await until_gone(request)
         return response
     with contextlib.suppress(ConnectionError):
         await response.write_eof()
@@ -115,7 +115,7 @@ async def _pump(
     return False
 
 
-async def _until_gone(request: web.BaseRequest) -> None:
+async def until_gone(request: web.BaseRequest) -> None:
     """Hold a stalled stream open, silent, until the client closes it. aiohttp does not cancel
     a handler whose client left, so the transport is looked at: a stall must cost the client
     its inactivity deadline, not the server a task per stall for the rest of the watch's

@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from daemon.service import wiring
 from daemon.service.config import Settings
 from daemon.sim.cluster import SimCluster
+from daemon.sim.faults import Faults
 from daemon.sim.resources import Resource
 from daemon.tools.verify import verify
 from events.store import EventLog
@@ -182,6 +183,9 @@ class World:
     daemons: list[Daemon]
     rng: random.Random
     home: str
+    # The home cluster's injected faults: the simulated cluster's own, or those of the proxy
+    # in front of the real control plane (none without one).
+    faults: Faults | None
     plane: ControlPlane | None = None  # a run on the real control plane: the cluster
     # What the disturbance did, by name (the cluster counts its own faults).
     hits: Counter[str] = field(default_factory=Counter)
@@ -327,22 +331,26 @@ async def _workers_unreachable(world: World) -> None:
 
 
 async def _latency_spikes(world: World) -> None:
+    faults = world.faults
+    assert faults is not None
     while True:
         await _pause(world, 0.5, 1.5)
-        world.sim.faults.set(latency=world.rng.uniform(0.1, 0.5))
+        faults.set(latency=world.rng.uniform(0.1, 0.5))
         world.hits["latency-spell"] += 1
         await _pause(world, 0.3, 1.0)
-        world.sim.faults.set(latency=0.0)
+        faults.set(latency=0.0)
 
 
 async def _error_storms(world: World) -> None:
     """Bursts of 409s, 429s and 500s: most requests fail for a while, then few do."""
+    faults = world.faults
+    assert faults is not None
     while True:
         rate = world.rng.uniform(0.3, 0.6)
-        world.sim.faults.set(error_409=rate / 2, error_429=rate / 2, error_500=rate / 2)
+        faults.set(error_409=rate / 2, error_429=rate / 2, error_500=rate / 2)
         world.hits["error-storm"] += 1
         await _pause(world, 0.3, 1.0)
-        world.sim.faults.set(error_409=0.02, error_429=0.02, error_500=0.02)
+        faults.set(error_409=0.02, error_429=0.02, error_500=0.02)
         await _pause(world, 0.5, 1.5)
 
 
@@ -391,7 +399,9 @@ async def _everything(world: World) -> None:
 class Fault:
     name: str
     what: str
-    faults: str = ""  # the simulated cluster's `--faults`, on for the whole run
+    # The simulated cluster's `--faults` (or, with `proxy`, the fault proxy's), on for the
+    # whole run.
+    faults: str = ""
     disturb: Disturb = _nothing
     # Runs of the full campaign; 2 on a real plane, whose runs take longest (kwok runs pods
     # at real time), to keep the campaign within its 15 minutes.
@@ -400,6 +410,7 @@ class Fault:
     clusters: int = 1  # or a manager and three workers (`load.dispatched`)
     disk: str = ""  # a tmpfs of this size of the daemon's own, its log on it
     plane: bool = False  # on a real control plane (`plane`), not a simulated cluster
+    proxy: bool = False  # on the real plane, the daemon reaches it through the fault proxy
     config: str = ""  # TOML appended to every daemon's settings
 
 
@@ -456,6 +467,17 @@ FAULTS: Final = (
         disturb=_restart_kube_apiserver,
         runs=2,
         plane=True,
+    ),
+    Fault(
+        "api-faults-real",
+        "watch drops and stalls, 409/429/500 and cut requests at 5 % each, and latency "
+        "spells, struck by a proxy in front of the real control plane's kube-apiserver",
+        "drop-watch=0.1,stall-watch=0.05,error-409=0.05,error-429=0.05,retry-after=0,"
+        "error-500=0.05,drop-request=0.05",
+        _latency_spikes,
+        runs=2,
+        plane=True,
+        proxy=True,
     ),
     Fault(
         "daemon-killed",
@@ -572,7 +594,8 @@ def _clusters(
     fault: Fault, seed: int, tmp: Path, load: Load
 ) -> AbstractAsyncContextManager[Clusters]:
     if fault.plane:
-        return plane_cluster(tmp, load, TIME_SCALE)
+        faults = Faults.parse(fault.faults, seed=seed) if fault.proxy else None
+        return plane_cluster(tmp, load, TIME_SCALE, faults)
     if fault.clusters > 1:
         names: tuple[str, ...] = (MANAGER, *WORKERS)
         return simulated_clusters(names, WORKER_TOPOLOGY, fault.faults, seed, tmp, load)
@@ -609,9 +632,12 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
         )
         if mount:
             disk.mkdir()
-        # The real API server sends a bookmark about once a minute: the default deadline.
+        # The real API server sends a bookmark about once a minute: the default deadline,
+        # unless the proxy stalls watches (an idle watch is then remade every few seconds).
         inactivity: dict[str, Any] = (
-            {} if fault.plane else {"watch_inactivity_seconds": INACTIVITY_SECONDS}
+            {}
+            if fault.plane and not fault.proxy
+            else {"watch_inactivity_seconds": INACTIVITY_SECONDS}
         )
         daemons = [
             Daemon(
@@ -638,7 +664,8 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
 
         sims = clusters.sims if isinstance(clusters, SimClusters) else {}
         plane = clusters.plane if isinstance(clusters, PlaneCluster) else None
-        world = World(sims, daemons, rng, home=home, plane=plane)
+        faults = clusters.faults if isinstance(clusters, PlaneCluster) else sims[home].faults
+        world = World(sims, daemons, rng, home=home, faults=faults, plane=plane)
         async with anyio.create_task_group() as tg:
             tg.start_soon(fault.disturb, world)
             try:

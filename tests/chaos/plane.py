@@ -7,25 +7,30 @@ log is checked against it as against the simulated cluster's. kube-apiserver's a
 such record: it holds requests, not the versions they made (a bind answers with a Status).
 
 The load goes in through the API server with the admin credentials, before the fault
-strikes."""
+strikes. With `faults`, the daemon reaches the API server through a proxy that strikes them
+(`proxy`): drops and stalls of its watches, 409s, 429s and 500s, cut requests, latency."""
 
 from __future__ import annotations
 
 import copy
 import http.client
+import json
+import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 
 from daemon.sim.agent import EXIT_CODE
+from daemon.sim.faults import Faults
 from daemon.sim.registry import MERGE_PATCH
 from daemon.sim.resources import PODS, Resource
 from tests.chaos.invariants import Change
 from tests.chaos.load import INDEX, JOB_NAME, NAMESPACE, TOPOLOGY, Load
+from tests.chaos.proxy import fault_proxy
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError, collection_path
 
 # 1.36 serves scheduling.k8s.io/v1alpha2, the version of the load's PodGroups (as the
@@ -69,11 +74,21 @@ def _metadatas(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
 class PlaneCluster:
     """The run's control plane, and what the run needs of it: the load submitted, the chosen
     pods made to fail (`failed`, as `load.FailOnce` records it), what is unfinished, and
-    etcd's record from the run's start."""
+    etcd's record from the run's start. The daemon connects with `kubeconfig`: the plane's,
+    or one naming the fault proxy in front of it, which strikes `faults`."""
 
-    def __init__(self, plane: ControlPlane, load: Load, time_scale: float) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        load: Load,
+        time_scale: float,
+        kubeconfig: Path,
+        faults: Faults | None = None,
+    ) -> None:
         self.plane = plane
         self.load = load
+        self.faults = faults
+        self._kubeconfig = kubeconfig
         self.begin = plane.revision()
         self.failed: dict[str, list[int]] = {}
         self._time_scale = time_scale
@@ -83,7 +98,7 @@ class PlaneCluster:
 
     @property
     def kubeconfigs(self) -> dict[str, Path]:
-        return {NAME: self.plane.kbatchd_kubeconfig}
+        return {NAME: self._kubeconfig}
 
     async def _request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
@@ -175,23 +190,59 @@ class PlaneCluster:
         }
 
     def lift(self) -> Counter[str]:
-        """Nothing is injected into the real control plane: the disturbance is its faults."""
-        return Counter()
+        """The proxy's faults off; those that struck, by name (none without a proxy: the
+        disturbance is then the plane's own faults)."""
+        if self.faults is None:
+            return Counter()
+        self.faults.clear()
+        return Counter(self.faults.hits)
+
+
+def _proxied_kubeconfig(plane: ControlPlane, server: str) -> Path:
+    """kbatchd's kubeconfig with the proxy for its server: the same CA (the proxy serves the
+    API server's certificate) and the same token (passed on to the API server)."""
+    document = json.loads(plane.kbatchd_kubeconfig.read_text())
+    document["clusters"][0]["cluster"]["server"] = server
+    path = plane.root / "kbatchd-proxied.kubeconfig"
+    path.write_text(json.dumps(document, indent=2))
+    path.chmod(0o600)
+    return path
+
+
+def _tls(plane: ControlPlane) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The proxy's TLS to the API server (trusting the plane's CA) and to the daemon (with the
+    API server's own serving certificate, made for 127.0.0.1)."""
+    pki = plane.root / "pki"
+    upstream = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving.load_cert_chain(str(pki / "apiserver.crt"), str(pki / "apiserver.key"))
+    return upstream, serving
 
 
 @asynccontextmanager
-async def plane_cluster(tmp: Path, load: Load, time_scale: float) -> AsyncIterator[PlaneCluster]:
+async def plane_cluster(
+    tmp: Path, load: Load, time_scale: float, faults: Faults | None = None
+) -> AsyncIterator[PlaneCluster]:
     """A control plane of the run's own (etcd keeping its whole history), making the chosen
-    pods fail as they appear, stopped at the end."""
+    pods fail as they appear, stopped at the end; with `faults`, the daemon's way to it is
+    through the fault proxy."""
     plane = await anyio.to_thread.run_sync(
         lambda: ControlPlane.start(VERSION, tmp / "plane", topology=TOPOLOGY, history=True)
     )
     try:
-        cluster = PlaneCluster(plane, load, time_scale)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cluster.fail_chosen)
-            yield cluster
-            tg.cancel_scope.cancel()
+        async with AsyncExitStack() as stack:
+            kubeconfig = plane.kbatchd_kubeconfig
+            if faults is not None:
+                upstream, serving = _tls(plane)
+                proxy = fault_proxy(
+                    plane.server, faults, upstream_tls=upstream, serving_tls=serving
+                )
+                kubeconfig = _proxied_kubeconfig(plane, await stack.enter_async_context(proxy))
+            cluster = PlaneCluster(plane, load, time_scale, kubeconfig, faults)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cluster.fail_chosen)
+                yield cluster
+                tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(plane.stop)
