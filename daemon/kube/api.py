@@ -301,8 +301,9 @@ class KubeApi:
     ) -> AsyncIterator[list[bytes]]:
         """The lines of a streaming response (a watch), in lists: the complete lines of each
         read, so that a burst of events is handled together. A non-2xx answer
-        raises `WatchHttpError` with the response; no bytes for `read_timeout` raises a
-        timeout (the inactivity deadline: the server sends bookmarks well within it)."""
+        raises `WatchHttpError` with the response. No bytes for `read_timeout` (the
+        inactivity deadline: the server sends bookmarks well within it) raises a timeout
+        before the answer, and `StreamStalled` after it."""
         url, headers = await self._target(path, query, JSON)
         timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_read=read_timeout)
         with failures(self._server, f"no data for {read_timeout:g} s from the server"):
@@ -312,14 +313,20 @@ class KubeApi:
                 if not 200 <= answer.status < 300:
                     raise WatchHttpError(Response(answer.status, await answer.read()))
                 pending = b""
-                # Whatever arrived, split into lines here: `readline` would hand them one at a
-                # time, and refuses a line longer than its buffer (a large object's event).
-                async for piece in answer.content.iter_any():
-                    pending += piece
-                    *lines, pending = pending.split(b"\n")
-                    complete = [line for line in lines if line.strip()]
-                    if complete:
-                        yield complete
+                try:
+                    # Whatever arrived, split into lines here: `readline` would hand them one
+                    # at a time, and refuses a line longer than its buffer (a large object's
+                    # event).
+                    async for piece in answer.content.iter_any():
+                        pending += piece
+                        *lines, pending = pending.split(b"\n")
+                        complete = [line for line in lines if line.strip()]
+                        if complete:
+                            yield complete
+                except TimeoutError as exc:
+                    raise StreamStalled(
+                        f"{self._server.where}: the watch sent nothing for {read_timeout:g} s"
+                    ) from exc
                 if pending.strip():
                     yield [pending]
 
@@ -327,6 +334,12 @@ class KubeApi:
 def _retry_after(value: str | None) -> float | None:
     """Seconds from a Retry-After header (an HTTP date is not used by the API server)."""
     return float(value) if value and value.isdigit() else None
+
+
+class StreamStalled(Exception):
+    """A watch the server answered, then left silent past the inactivity deadline: a wedged
+    stream (a half-open connection, a stuck proxy) of a server that answers, not a server
+    that cannot be reached."""
 
 
 class WatchHttpError(Exception):

@@ -20,7 +20,7 @@ import anyio
 import msgspec
 import structlog
 
-from daemon.kube.api import KubeApi, Response, WatchHttpError
+from daemon.kube.api import KubeApi, Response, StreamStalled, WatchHttpError
 from daemon.kube.resources import Resource
 from events.objects import (
     MAX_ANNOTATION_CHARS,
@@ -134,6 +134,7 @@ INGEST_ERRORS: Final = (
     TimeoutError,
     aiohttp.ClientError,
     WatchHttpError,
+    StreamStalled,
     msgspec.DecodeError,
 )
 
@@ -141,6 +142,8 @@ INGEST_ERRORS: Final = (
 def error_code(exc: Exception) -> int | str:
     if isinstance(exc, WatchHttpError):
         return exc.response.status
+    if isinstance(exc, StreamStalled):
+        return "stalled"
     if isinstance(exc, TimeoutError):
         return "timeout"
     if isinstance(exc, msgspec.DecodeError):
@@ -260,6 +263,15 @@ class Informer:
             except Expired:
                 log.info("watch expired, relisting", **self._context())
                 listed = False
+            except StreamStalled as exc:
+                # The cluster answered: one stream of it wedged, which is no outage of the
+                # cluster's. The deadline already spaced the tries, so the watch goes on at
+                # once from the version it reached.
+                if self._on_error is not None:
+                    self._on_error(self.api.cluster, "stalled")
+                log.warning("watch stalled; watching again", error=str(exc), **self._context())
+                if self._reachability is not None:
+                    self._reachability.answered()
             except INGEST_ERRORS as exc:
                 code = error_code(exc)
                 if self._on_error is not None:

@@ -360,6 +360,38 @@ async def test_a_successful_list_resets_the_back_off() -> None:
     assert delays == [0.01, 0.02, 0.04, 0.01, 0.02, 0.04]
 
 
+async def test_a_stalled_watch_is_watched_again_at_once_and_is_no_outage(
+    sim: SimCluster, api: Any
+) -> None:
+    """A watch the server answered, then left silent past the inactivity deadline (a wedged
+    stream: a half-open connection, a stuck proxy), is watched again at once from the version
+    it reached: no relist, no back-off round, no "cannot reach the cluster"."""
+    sim.registry.create(PODS, "default", _pod("a"))
+    sink = Sink()
+    # A round of the cluster's back-off would outlast the test.
+    reach = Reachability("c1", first=60.0, cap=60.0)
+    informer = Informer(api, RESOURCES["Pod"], sink.send, {}, read_timeout=1.0, reachability=reach)
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.run)
+            await sink.wait_for(1)
+            sim.faults.set(stall_watch=1.0)  # after the next batch: a bookmark within 0.2 s
+
+            async def stalled() -> bool:
+                return sim.faults.hits["stall-watch"] > 0
+
+            await eventually(stalled, within=10, what="a stalled watch")
+            sim.faults.set(stall_watch=0.0)
+            sim.registry.create(PODS, "default", _pod("b"))
+            await sink.wait_for(2)
+            tg.cancel_scope.cancel()
+    assert sink.changes() == [("ADDED", "a"), ("ADDED", "b")]
+    assert informer.relists == 1
+    above_debug = [(e["log_level"], e["event"]) for e in logs if e["log_level"] != "debug"]
+    assert above_debug == [("warning", "watch stalled; watching again")]
+    assert reach.rounds == 0
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0

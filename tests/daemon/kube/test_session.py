@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from daemon.kube.api import PATCH_TYPES, KubeApi
-from daemon.kube.ingest import INGEST_ERRORS
+from daemon.kube.api import PATCH_TYPES, KubeApi, StreamStalled
+from daemon.kube.ingest import INGEST_ERRORS, error_code
 from tests.daemon.kube.test_api import answering, write_kubeconfig
 
 pytestmark = pytest.mark.anyio
@@ -279,9 +279,9 @@ async def _watch(
 async def test_a_watch_cut_or_silent_mid_stream_fails_after_its_lines_and_can_be_resumed(
     tmp_path: Path, ending: str
 ) -> None:
-    """The lines before the cut are handed on; then a connection error (or, for a server gone
-    silent past the read timeout, a timeout): both are failures the informer watches again
-    after, and the next watch on the same client gets its lines."""
+    """The lines before the cut are handed on; then a connection error (or, for a stream gone
+    silent past the read timeout, `StreamStalled`): both are failures the informer watches
+    again after, and the next watch on the same client gets its lines."""
 
     async def watch(writer: asyncio.StreamWriter) -> None:
         writer.write(STREAM_HEAD + chunk(b'{"n":1}\n{"n":2}\n{"n"'))
@@ -294,13 +294,28 @@ async def test_a_watch_cut_or_silent_mid_stream_fails_after_its_lines_and_can_be
     rest = STREAM_HEAD + chunk(b'{"n":3}\n') + b"0\r\n\r\n"
     async with scripted(tmp_path, [watch, rest]) as (_, api):
         lines: list[bytes] = []
-        expected = TimeoutError if ending == "silence" else ConnectionError
+        expected = StreamStalled if ending == "silence" else ConnectionError
         with pytest.raises(expected) as caught:
             await _watch(api, 0.3, lines)
         assert lines == [b'{"n":1}', b'{"n":2}']
         assert "\n" not in str(caught.value)
         assert isinstance(caught.value, INGEST_ERRORS)
         assert await _watch(api) == [b'{"n":3}']
+
+
+async def test_a_watch_never_answered_times_out_as_a_server_that_does_not_answer(
+    tmp_path: Path,
+) -> None:
+    """No answer at all within the read timeout is the server's silence (a timeout, which
+    counts towards "cannot reach the cluster"), not a stream that stalled."""
+
+    async def silent(writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    async with scripted(tmp_path, [silent]) as (_, api):
+        with pytest.raises(TimeoutError) as caught:
+            await _watch(api, 0.3)
+    assert error_code(caught.value) == "timeout"
 
 
 async def test_a_watch_line_longer_than_any_read_buffer_arrives_whole(tmp_path: Path) -> None:
