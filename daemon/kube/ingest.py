@@ -373,7 +373,13 @@ class Informer:
             read_timeout=self.read_timeout,
         )
         kind, cluster = self.resource.kind, self.api.cluster
+        # Set until the stream's first read, which is the cluster answering.
+        reachability = self._reachability
         async for lines in stream:
+            if reachability is not None:
+                # An outage that cut this watch is over: the next starts the back-off afresh.
+                reachability.answered()
+                reachability = None
             events: list[Event] = []
             at = now_ms()
             for line in lines:

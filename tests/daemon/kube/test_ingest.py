@@ -392,6 +392,34 @@ async def test_a_stalled_watch_is_watched_again_at_once_and_is_no_outage(
     assert reach.rounds == 0
 
 
+async def test_a_watch_resumed_after_an_outage_ends_it(sim: SimCluster, api: Any) -> None:
+    """The API server goes away: the watch's tries get no answer (an outage round opens) and,
+    once it serves again, the watch resumes from the version it reached. Its first answer
+    ends the outage, so that the next one starts the back-off afresh, not doubled."""
+    sink = Sink()
+    reach = Reachability("c1", first=0.2, cap=60.0)
+    informer = Informer(api, RESOURCES["Pod"], sink.send, {}, read_timeout=5, reachability=reach)
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.run)
+            sim.registry.create(PODS, "default", _pod("a"))
+            await sink.wait_for(1)
+            port = int(sim.server.address.rsplit(":", 1)[1])
+            await sim.server.close()
+
+            async def outage() -> bool:
+                return reach.rounds > 0
+
+            await eventually(outage, within=10, what="an outage round")
+            await sim.server.start(sim.host, port)
+            sim.registry.create(PODS, "default", _pod("b"))
+            await sink.wait_for(2)
+            tg.cancel_scope.cancel()
+    assert informer.relists == 1, "resumed, not listed again"
+    assert reach.rounds == 0
+    assert ("info", "the cluster answers again") in [(e["log_level"], e["event"]) for e in logs]
+
+
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0
