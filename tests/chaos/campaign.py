@@ -171,7 +171,7 @@ class Clusters(Protocol):
     async def journals(self) -> dict[str, list[invariants.Change]]:
         """Each cluster's own record of its changes, by cluster name."""
 
-    def lift(self) -> Counter[str]:
+    async def lift(self) -> Counter[str]:
         """Every injected fault off; the faults that struck, by name."""
 
 
@@ -674,7 +674,7 @@ async def run(fault: Fault, seed: int, tmp: Path, size: Size = SHORT) -> Result:
                 left = await unfinished(clusters.get, load)
                 result.violations.append(f"not finished: {', '.join(left)}")
             tg.cancel_scope.cancel()
-        result.injected += clusters.lift()
+        result.injected += await clusters.lift()
         result.injected += world.hits
         result.violations += world.violations
 

@@ -51,7 +51,7 @@ class SimClusters:
     async def journals(self) -> dict[str, list[invariants.Change]]:
         return {name: journal.events for name, journal in self._journals.items()}
 
-    def lift(self) -> Counter[str]:
+    async def lift(self) -> Counter[str]:
         """Every injected fault off; the faults that struck, by name."""
         struck: Counter[str] = Counter()
         for sim in self.sims.values():
