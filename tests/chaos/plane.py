@@ -31,7 +31,12 @@ from daemon.sim.resources import PODS, Resource
 from tests.chaos.invariants import Change
 from tests.chaos.load import INDEX, JOB_NAME, NAMESPACE, TOPOLOGY, Load
 from tests.chaos.proxy import fault_proxy
-from tests.realcluster.controlplane import ControlPlane, ControlPlaneError, collection_path
+from tests.realcluster.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    collection_path,
+    kubeconfig,
+)
 
 # 1.36 serves scheduling.k8s.io/v1alpha2, the version of the load's PodGroups (as the
 # simulated cluster does).
@@ -224,12 +229,9 @@ class PlaneCluster:
 def _proxied_kubeconfig(plane: ControlPlane, server: str) -> Path:
     """kbatchd's kubeconfig with the proxy for its server: the same CA (the proxy serves the
     API server's certificate) and the same token (passed on to the API server)."""
-    document = json.loads(plane.kbatchd_kubeconfig.read_text())
-    document["clusters"][0]["cluster"]["server"] = server
-    path = plane.root / "kbatchd-proxied.kubeconfig"
-    path.write_text(json.dumps(document, indent=2))
-    path.chmod(0o600)
-    return path
+    (user,) = json.loads(plane.kbatchd_kubeconfig.read_text())["users"]
+    ca = plane.root / "pki" / "ca.crt"
+    return kubeconfig(plane.root / "kbatchd-proxied.kubeconfig", server, ca, user["user"])
 
 
 def _tls(plane: ControlPlane) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -254,14 +256,15 @@ async def plane_cluster(
     )
     try:
         async with AsyncExitStack() as stack:
-            kubeconfig = plane.kbatchd_kubeconfig
+            daemon_kubeconfig = plane.kbatchd_kubeconfig
             if faults is not None:
                 upstream, serving = _tls(plane)
                 proxy = fault_proxy(
                     plane.server, faults, upstream_tls=upstream, serving_tls=serving
                 )
-                kubeconfig = _proxied_kubeconfig(plane, await stack.enter_async_context(proxy))
-            cluster = PlaneCluster(plane, load, time_scale, kubeconfig, faults)
+                url = await stack.enter_async_context(proxy)
+                daemon_kubeconfig = _proxied_kubeconfig(plane, url)
+            cluster = PlaneCluster(plane, load, time_scale, daemon_kubeconfig, faults)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(cluster.fail_chosen)
                 yield cluster
