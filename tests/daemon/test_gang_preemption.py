@@ -165,6 +165,14 @@ async def test_a_high_priority_gang_evicts_the_lightest_rack_whole_and_takes_it(
         if isinstance(i, Patch) and i.kind == "Pod" and "conditions" in json.dumps(i.patch)
     ]
     assert sorted(marks) == [f"lo-{i}" for i in range(8)]
+    requeues = [
+        i.patch["status"]["conditions"][0]
+        for i in marking[0].intents
+        if isinstance(i, Patch) and i.kind == "PodGroup" and i.name == "lo"
+    ]
+    assert [(c["status"], c["reason"]) for c in requeues] == [("False", "Unschedulable")], (
+        "the victim is requeued by the decision that evicts it, not by its own later pass"
+    )
     deleted = {
         i.name
         for _, e in events

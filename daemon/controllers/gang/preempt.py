@@ -61,6 +61,8 @@ class Unit(msgspec.Struct, frozen=True):
     pods: tuple[Pod, ...]
     # When its earliest pod was created (ms): of two like units, the older is more important.
     started: int
+    # The key (``cluster/namespace/name``) of the PodGroup a unit evicted whole is; else "".
+    group: str = ""
 
 
 def importance(unit: Unit) -> tuple[int, bool, int, int, str]:
@@ -87,13 +89,15 @@ def pod_unit(pod: Pod) -> Unit:
     )
 
 
-def group_unit(namespace: str, name: str, priority: int, pods: Sequence[Pod]) -> Unit:
+def group_unit(group_key: str, priority: int, pods: Sequence[Pod]) -> Unit:
+    _, namespace, name = group_key.split("/", 2)
     return Unit(
         name=f"PodGroup {namespace}/{name}",
         priority=priority,
         grouped=True,
         pods=tuple(sorted(pods, key=lambda p: p.name)),
         started=min((p.created for p in pods), default=0),
+        group=group_key,
     )
 
 
@@ -303,8 +307,7 @@ def _group_units(state: State, group_key: str, podgroup: PodGroup) -> tuple[Unit
         if (pod := pods.get(key)) is not None and pod.node_name and not pod.terminal
     ]
     priority = group_priority(podgroup)
-    namespace, name = podgroup.namespace, podgroup.name
     return (
-        group_unit(namespace, name, priority, [p for p in bound if not leaving(p)]),
-        group_unit(namespace, name, priority, [p for p in bound if leaving(p)]),
+        group_unit(group_key, priority, [p for p in bound if not leaving(p)]),
+        group_unit(group_key, priority, [p for p in bound if leaving(p)]),
     )

@@ -124,6 +124,8 @@ ROOM_REASONS: Final = ("TopologyPlacementFailed:", "NodeAssignmentFailed:", NO_R
 WAITING_FOR_PREEMPTION: Final = (
     "WaitingForPreemption: pod group is waiting for preemption to complete"
 )
+# The condition message of a group evicted whole, back in the queue.
+VICTIM_REQUEUED: Final = "Preempted: its members are evicted by a higher-priority pod group"
 # How many waiting groups in a row that the free room cannot hold a queue pass looks past
 # before it stops: a bound on the pass's work, not on who gets room (every waiting group is
 # also retried on its own schedule).
@@ -741,11 +743,11 @@ class GangReconciler:
         spec, found = group.spec, group.members
         going = [p for p in found.bound if preempt.leaving(p)]
         if going and spec.evicted_whole:
-            # A victim evicted whole (KEP-5710): back to the queue, to be placed again once
-            # its members are gone and recreated.
-            message = "Preempted: its members are evicted by a higher-priority pod group"
-            step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, message)
-            step.reason(f"{message}; {len(going)} member(s) marked DisruptionTarget, requeued")
+            # A victim evicted whole (KEP-5710) whose preemptor's requeue is not seen yet.
+            step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, VICTIM_REQUEUED)
+            step.reason(
+                f"{VICTIM_REQUEUED}; {len(going)} member(s) marked DisruptionTarget, requeued"
+            )
             return False
         if going:
             step.reason(f"Disrupted: {len(going)} member(s) marked DisruptionTarget")
@@ -809,6 +811,7 @@ class GangReconciler:
             self._await_victims(step, spec, found_plan.victims)
         else:
             self._mark_victims(step, spec, found_plan)
+        self._requeue_victims(step, view.state, found_plan.victims)
         self._nominate(step, shared, found_plan.slots)
         step.condition(spec, SCHEDULED, "False", UNSCHEDULABLE, WAITING_FOR_PREEMPTION)
         step.wake(step.now + self.retry_first_ms)
@@ -828,6 +831,23 @@ class GangReconciler:
             f"{preempt.describe(found.victims)} (weight {preempt.weight(found.victims)}); "
             f"{len(found.spared)} lower-priority unit(s) spared"
         )
+
+    def _requeue_victims(self, step: _Step, state: State, victims: Sequence[preempt.Unit]) -> None:
+        """Send kbatchd's groups evicted whole back to the queue, in the decision that
+        evicts them: their own pass may come only once their members are gone, and a group
+        with no member left naming kbatchd is not decided (`_decide_group`), so it would
+        stay admitted, and members recreated for it would be bound one by one
+        (`_admitted`) instead of placed together."""
+        for unit in victims:
+            podgroup = state.podgroups.get(unit.group) if unit.group else None
+            if podgroup is None or not self._has_ours(state, unit.group):
+                continue
+            try:
+                victim = group_spec(unit.group.split("/", 1)[0], podgroup)
+            except GangSpecError:
+                continue  # its own decisions report it
+            if victim.admitted:
+                step.condition(victim, SCHEDULED, "False", UNSCHEDULABLE, VICTIM_REQUEUED)
 
     def _await_victims(self, step: _Step, spec: GroupSpec, victims: Sequence[preempt.Unit]) -> None:
         """The gang fits once its victims, already leaving, are gone: delete those not yet

@@ -103,8 +103,7 @@ def _on(node: str, name: str, gpus: int, priority: int) -> Unit:
         (
             [
                 group_unit(
-                    NS,
-                    "g",
+                    f"{CLUSTER}/{NS}/g",
                     1,
                     [running("g-0", "n1", 4, 1, "g"), running("g-1", "n2", 4, 1, "g")],
                 )
@@ -213,9 +212,10 @@ def test_no_preemption(group: dict[str, Any], why: str) -> None:
     )
 
 
-def test_a_group_that_is_disrupted_whole_is_evicted_whole_and_requeued() -> None:
+def _whole_victim() -> GangWorld:
+    """``lo`` (admitted, evicted whole) holds rack 0 and one host of rack 1; ``hi`` needs
+    one whole rack."""
     world = GangWorld(nodes())
-    # ``lo`` holds rack 0 and one host of rack 1; ``hi`` needs one whole rack.
     lo = podgroup("lo", 3, disruption={"all": {}}, priority=5)
     lo_pods = [
         running("lo-0", "b0-r0-h0", 8, 5, "lo"),
@@ -226,15 +226,36 @@ def test_a_group_that_is_disrupted_whole_is_evicted_whole_and_requeued() -> None
     lo = msgspec.structs.replace(lo, status={"conditions": admitted})
     world.add(lo, *lo_pods, running("plain", "b0-r1-h1", 8, 50))
     world.add(podgroup("hi", 2, priority=100, topology_key=RACK), *members("hi", 2, gpus=8))
-    decision = world.run(key("hi"))
-    marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
-    assert marked == {"lo-0", "lo-1", "lo-2"}, "all of lo, though rack 0 is enough"
-    victim = world.run(key("lo"))
-    assert victim is not None
-    assert victim.reason.startswith("Preempted:")
+    return world
+
+
+def _requeued(world: GangWorld) -> None:
     requeued = world.condition("lo")
     assert (requeued["status"], requeued["reason"]) == ("False", "Unschedulable")
+    assert requeued["message"].startswith("Preempted:")
     assert f"{CLUSTER}/{NS}/lo" in {k for *_, k in world.state.waiting_gangs[CLUSTER]}
+
+
+def test_a_group_that_is_disrupted_whole_is_evicted_whole_and_requeued_by_its_preemptor() -> None:
+    world = _whole_victim()
+    decision = world.run(key("hi"))
+    assert decision is not None
+    marked = {n for n, s in _pod_patches(decision).items() if "conditions" in s}
+    assert marked == {"lo-0", "lo-1", "lo-2"}, "all of lo, though rack 0 is enough"
+    assert status_conditions(decision, "lo")[SCHEDULED]["status"] == "False"
+    _requeued(world)
+    assert world.decide(key("lo")).reason.startswith("Preempted: waiting for 3 evicted member(s)")
+
+
+def test_a_victim_whose_members_are_gone_before_its_own_pass_stays_requeued() -> None:
+    """The marks and the deletes folded before the victim is decided: with no member left
+    it has no decision of its own, so only its preemptor can have requeued it."""
+    world = _whole_victim()
+    world.run(key("hi"))
+    assert deletes(world.run(key("hi"))) == ["lo-0", "lo-1", "lo-2"]
+    assert not world.state.group_members.get(f"{CLUSTER}/{NS}/lo")
+    assert world.decide(key("lo")) is None
+    _requeued(world)
 
 
 def test_a_pod_of_a_single_mode_group_goes_alone() -> None:
