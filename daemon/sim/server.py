@@ -71,6 +71,38 @@ class Route:
     subresource: str
 
 
+def resource_route(group: str, version: str, rest: list[str]) -> Route | None:
+    """The object or collection the path segments after ``/api/v1`` or ``/apis/GROUP/VERSION``
+    name; None for a kind or a shape there is no resource at."""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        resource = lookup(group, version, rest[2])
+        if resource is not None and resource.namespaced and len(rest) <= 5:
+            return Route(
+                resource,
+                rest[1],
+                rest[3] if len(rest) > 3 else "",
+                rest[4] if len(rest) > 4 else "",
+            )
+    if 1 <= len(rest) <= 3:
+        resource = lookup(group, version, rest[0])
+        if resource is not None and (len(rest) == 1 or not resource.namespaced):
+            name = rest[1] if len(rest) > 1 else ""
+            sub = rest[2] if len(rest) > 2 else ""
+            return Route(resource, "", name, sub)
+    return None
+
+
+def route_of(path: str) -> Route | None:
+    """The resource a request path is for; None for discovery, /version, and paths
+    `resource_route` finds nothing at."""
+    parts = [part for part in path.split("/") if part]
+    if parts[:2] == ["api", "v1"]:
+        return resource_route("", "v1", parts[2:])
+    if len(parts) >= 3 and parts[0] == "apis":
+        return resource_route(parts[1], parts[2], parts[3:])
+    return None
+
+
 def status_response(error: ApiError) -> web.Response:
     return web.Response(
         body=encode(error.status()), status=error.code, content_type=JSON, headers=error.headers
@@ -137,7 +169,8 @@ def _int_param(query: Any, name: str) -> int | None:
         raise bad_request(f"invalid {name}: {value!r} is not an integer") from None
 
 
-def _is_true(value: str | None) -> bool:
+def is_true(value: str | None) -> bool:
+    """A boolean query parameter as the API server reads one."""
     return value is not None and value.lower() in ("true", "1")
 
 
@@ -295,24 +328,6 @@ class ApiServer:
 
     # -- resources --------------------------------------------------------------------------
 
-    def _route(self, group: str, version: str, rest: list[str], path: str) -> Route:
-        if len(rest) >= 3 and rest[0] == "namespaces":
-            resource = lookup(group, version, rest[2])
-            if resource is not None and resource.namespaced and len(rest) <= 5:
-                return Route(
-                    resource,
-                    rest[1],
-                    rest[3] if len(rest) > 3 else "",
-                    rest[4] if len(rest) > 4 else "",
-                )
-        if 1 <= len(rest) <= 3:
-            resource = lookup(group, version, rest[0])
-            if resource is not None and (len(rest) == 1 or not resource.namespaced):
-                name = rest[1] if len(rest) > 1 else ""
-                sub = rest[2] if len(rest) > 2 else ""
-                return Route(resource, "", name, sub)
-        raise page_not_found(path)
-
     async def _api(
         self, request: web.BaseRequest, group: str, version: str, rest: list[str]
     ) -> web.StreamResponse:
@@ -321,7 +336,9 @@ class ApiServer:
             if listing is None:
                 raise page_not_found(request.path)
             return _json(encode(listing))
-        route = self._route(group, version, rest, request.path)
+        route = resource_route(group, version, rest)
+        if route is None:
+            raise page_not_found(request.path)
         if route.subresource and route.subresource not in route.resource.subresources:
             raise page_not_found(request.path)
         if self.faults.latency:
@@ -331,7 +348,7 @@ class ApiServer:
         )
         if fault is not None:
             raise fault
-        if _is_true(request.query.get("watch")):
+        if is_true(request.query.get("watch")):
             return await self._serve(request, route)
         drop = self.faults.request_drop()
         if drop == "before":
@@ -345,7 +362,7 @@ class ApiServer:
         method = request.method
         if not route.name:
             if method == "GET":
-                if _is_true(request.query.get("watch")):
+                if is_true(request.query.get("watch")):
                     return await self._watch(request, route)
                 return self._list(request, route)
             if method == "POST" and (route.namespace or not route.resource.namespaced):
@@ -363,7 +380,7 @@ class ApiServer:
             self.registry.evict(route.namespace, route.name, body)
             return _success({"name": route.name, "kind": "pods"}, 201)
         if method == "GET":
-            if _is_true(request.query.get("watch")):
+            if is_true(request.query.get("watch")):
                 raise method_not_allowed()
             stored = self.registry.get(route.resource, route.namespace, route.name)
             version = tables.table_version(request.headers.get("Accept", ""))
@@ -474,7 +491,7 @@ class ApiServer:
             label_selector(query.get("labelSelector")),
             field_selector(query.get("fieldSelector"), resource.kind),
         )
-        send_initial = _is_true(query.get("sendInitialEvents"))
+        send_initial = is_true(query.get("sendInitialEvents"))
         rv_text = query.get("resourceVersion")
         since: int | None = None
         if rv_text not in (None, "", "0") and not send_initial:
@@ -489,7 +506,7 @@ class ApiServer:
             since=since,
             # 0 means "the server's default", as for the real server.
             timeout=float(timeout) if timeout else self.watch_timeout,
-            bookmarks=_is_true(query.get("allowWatchBookmarks")),
+            bookmarks=is_true(query.get("allowWatchBookmarks")),
             initial_events_end=send_initial,
         )
         return await serve_watch(request, self.store, self.faults, spec, self.bookmark_seconds)

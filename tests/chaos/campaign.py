@@ -201,6 +201,13 @@ class World:
         """The cluster the load is submitted to."""
         return self.sims[self.home]
 
+    @property
+    def injected(self) -> Faults:
+        """The faults a disturbance sets: the home cluster's (a fault with no cluster-side
+        faults has none to set)."""
+        assert self.faults is not None, "no simulated cluster or fault proxy to strike with"
+        return self.faults
+
 
 Disturb = Callable[[World], Coroutine[Any, Any, None]]
 
@@ -331,8 +338,7 @@ async def _workers_unreachable(world: World) -> None:
 
 
 async def _latency_spikes(world: World) -> None:
-    faults = world.faults
-    assert faults is not None
+    faults = world.injected
     while True:
         await _pause(world, 0.5, 1.5)
         faults.set(latency=world.rng.uniform(0.1, 0.5))
@@ -343,8 +349,7 @@ async def _latency_spikes(world: World) -> None:
 
 async def _error_storms(world: World) -> None:
     """Bursts of 409s, 429s and 500s: most requests fail for a while, then few do."""
-    faults = world.faults
-    assert faults is not None
+    faults = world.injected
     while True:
         rate = world.rng.uniform(0.3, 0.6)
         faults.set(error_409=rate / 2, error_429=rate / 2, error_500=rate / 2)

@@ -30,8 +30,7 @@ import aiohttp
 from aiohttp import web
 
 from daemon.sim.faults import Faults
-from daemon.sim.resources import Resource, lookup
-from daemon.sim.server import cut, status_response
+from daemon.sim.server import cut, is_true, route_of, status_response
 from daemon.sim.watching import until_gone
 
 # Passed on each way. The rest (connection, transfer and content encodings) belongs to each
@@ -40,31 +39,8 @@ REQUEST_HEADERS: Final = ("Authorization", "Accept", "Content-Type", "User-Agent
 RESPONSE_HEADERS: Final = ("Content-Type", "Retry-After", "Warning", "Audit-Id")
 
 
-def route_of(path: str) -> tuple[Resource, str, str] | None:
-    """The resource, namespace and name a request path is for; None for a path the simulated
-    cluster serves no resource at (discovery, version, an unknown kind)."""
-    parts = [part for part in path.split("/") if part]
-    if parts[:2] == ["api", "v1"]:
-        group, version, rest = "", "v1", parts[2:]
-    elif len(parts) >= 3 and parts[0] == "apis":
-        group, version, rest = parts[1], parts[2], parts[3:]
-    else:
-        return None
-    namespace = ""
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    resource = lookup(group, version, rest[0]) if rest else None
-    if resource is None:
-        return None
-    return resource, namespace, rest[1] if len(rest) > 1 else ""
-
-
 def _passed(headers: Mapping[str, str], names: tuple[str, ...]) -> dict[str, str]:
     return {name: headers[name] for name in names if name in headers}
-
-
-def _is_watch(request: web.BaseRequest) -> bool:
-    return request.query.get("watch", "").lower() in ("1", "true")
 
 
 class FaultProxy:
@@ -79,13 +55,14 @@ class FaultProxy:
         route = route_of(request.path)
         if route is None:
             return await self._forward(request)
-        resource, namespace, name = route
         if self.faults.latency:
             await asyncio.sleep(self.faults.latency)
-        error = self.faults.request_error(request.method, resource, name, namespace)
+        error = self.faults.request_error(
+            request.method, route.resource, route.name, route.namespace
+        )
         if error is not None:
             return status_response(error)
-        if _is_watch(request):
+        if is_true(request.query.get("watch")):
             return await self._watch(request)
         drop = self.faults.request_drop()
         if drop == "before":

@@ -15,7 +15,7 @@ import pytest
 from daemon.sim.cluster import SimCluster
 from daemon.sim.faults import Faults
 from daemon.sim.resources import Resource, lookup
-from tests.chaos.proxy import fault_proxy, route_of
+from tests.chaos.proxy import fault_proxy
 
 pytestmark = pytest.mark.anyio
 
@@ -29,28 +29,6 @@ def _leases() -> Resource:
 
 
 LEASES: Final = _leases()
-
-
-@pytest.mark.parametrize(
-    ("path", "route"),
-    [
-        ("/api/v1/namespaces/default/pods", ("pods", "default", "")),
-        ("/apis/coordination.k8s.io/v1/namespaces/d/leases/a", ("leases", "d", "a")),
-        ("/api/v1/namespaces/default/pods/p/binding", ("pods", "default", "p")),
-        ("/api/v1/nodes/n1", ("nodes", "", "n1")),
-        ("/api/v1/namespaces/default", ("namespaces", "", "default")),
-        ("/apis/batch/v1/namespaces/ns/jobs/j/status", ("jobs", "ns", "j")),
-        ("/api/v1", None),
-        ("/apis/batch/v1", None),
-        ("/version", None),
-        ("/apis/example.com/v1/widgets", None),
-    ],
-)
-def test_route_of_names_the_resource_namespace_and_name(
-    path: str, route: tuple[str, str, str] | None
-) -> None:
-    found = route_of(path)
-    assert (found and (found[0].plural, found[1], found[2])) == route
 
 
 @asynccontextmanager
