@@ -26,10 +26,11 @@ PodGroup, and which PodGroups wait for room.
 - **Admissions under way.** A gang is admitted by one decision: every member's bind, then
   ``PodGroupScheduled=True``. The decision is in the log before its first bind, and from it
   ``State.admissions`` keeps, per group, the binds it decided until the group is seen
-  ``PodGroupScheduled=True`` (or a later decision writes the condition ``False``, or the
-  group goes). A daemon killed in the middle of the binds finds there, after its restart,
-  what the admission still has to bind and where (`daemon.controllers.gang` finishes it, or
-  evicts what was bound and requeues the group).
+  ``PodGroupScheduled=True`` and each pod it placed bound (or gone), or a later decision
+  writes the condition ``False``, or the group goes. A daemon killed in the middle of the
+  binds finds there, after its restart, what the admission still has to bind and where; so
+  does the next pass after binds the API server refused (`daemon.controllers.gang`
+  finishes it, or evicts what was bound and requeues the group).
 - **Nominations.** A gang that preempted writes each pending member's
   ``status.nominatedNodeName``; ``State.nominated`` maps each node to the pending, unbound
   pods nominated to it, whose room no other gang may take (`gang.place.ClusterView`).
@@ -173,6 +174,38 @@ def admission_decided(state: State, seq: int, decision: Decided) -> None:
         state.admissions[key] = Admission(seq, planned)
 
 
+def bound_whole(state: State, group_key: str) -> bool:
+    """Whether every pod the group's admission placed is bound, or gone (replaced, deleted,
+    or finished): nothing is left for the admission to bind."""
+    admission = state.admissions.get(group_key)
+    if admission is None:
+        return True
+    pods = state.pods
+    for pod_key, (uid, _) in admission.binds.items():
+        pod = pods.get(pod_key)
+        if pod is not None and pod.uid == uid and not pod.node_name and not pod.terminal:
+            return False
+    return True
+
+
+def _settled(old: Pod | None, new: Pod | None) -> bool:
+    """Whether a pod change can leave an admission nothing to bind: the pod was bound,
+    finished or deleted."""
+    if new is None:
+        return True
+    if old is None:
+        return bool(new.node_name) or new.terminal
+    return bool(new.node_name) > bool(old.node_name) or new.terminal > old.terminal
+
+
+def _admission_bound(state: State, group_key: str) -> None:
+    """A member of a group seen admitted was bound or went: the admission may be whole now
+    (its status was seen before its binds)."""
+    group = state.podgroups.get(group_key)
+    if group is not None and admitted(group) and bound_whole(state, group_key):
+        del state.admissions[group_key]
+
+
 def workload_key(cluster: str, group: PodGroup | None) -> str | None:
     """``cluster/namespace/workload`` of the Workload a PodGroup was made from, if any."""
     name = workload_name(group) if group is not None else None
@@ -194,7 +227,7 @@ def podgroup_changed(
     deleted. The queue is kept sorted here, once per change, because the gang reconciler
     reads it in order at every pass."""
     reindex(state.workload_groups, key, workload_key(cluster, old), workload_key(cluster, new))
-    if state.admissions and (new is None or admitted(new)):
+    if state.admissions and (new is None or (admitted(new) and bound_whole(state, key))):
         state.admissions.pop(key, None)  # seen whole (or gone): nothing is left to finish
     queue = state.waiting_gangs.get(cluster)
     if new is not None and waiting(new):
@@ -278,6 +311,10 @@ def _pod_observed(state: State, change: Change, dirty: Dirty | None) -> None:
             nominated_to(change.cluster, old),
             nominated_to(change.cluster, new),
         )
+    if state.admissions and _settled(old, new):
+        group_key = _group_of(change.cluster, old or new)
+        if group_key in state.admissions:
+            _admission_bound(state, group_key)
     if dirty is None:
         return
     if state.waiting_gangs and change.moved and charge_of(change.cluster, new) is None:

@@ -722,11 +722,20 @@ class GangReconciler:
         return slots
 
     def _admit(
-        self, step: _Step, view: ClusterView, spec: GroupSpec, slots: Slots, bound: Sequence[Pod]
+        self,
+        step: _Step,
+        view: ClusterView,
+        spec: GroupSpec,
+        slots: Slots,
+        bound: Sequence[Pod],
+        *,
+        assumed: bool = False,
     ) -> None:
-        """Bind `slots` and mark the group admitted (`bound`: members already on nodes)."""
+        """Bind `slots` and mark the group admitted (`bound`: members already on nodes;
+        `assumed`: the view charges `slots` already)."""
         step.bind(spec.cluster, slots)
-        view.assume(slots)
+        if not assumed:
+            view.assume(slots)
         nodes = len({node for _, node in slots} | {p.node_name for p in bound})
         message = f"{len(slots) + len(bound)} pod(s) bound to {nodes} node(s)"
         step.condition(spec, SCHEDULED, "True", SCHEDULED_REASON, message)
@@ -882,51 +891,68 @@ class GangReconciler:
         self, state: State, groups: Sequence[_Group]
     ) -> list[tuple[_Group, Admission]]:
         """The groups whose admission is in the log (`State.admissions`) but not seen whole:
-        the daemon stopped between its first bind and the status that announces it."""
+        the daemon stopped between its first bind and the status that announces it, or the
+        API server refused some of its binds. (A group is decided again only once each of
+        its decision's writes is seen or failed: a placed pod still unbound is not one whose
+        bind is on its way.)"""
         found: list[tuple[_Group, Admission]] = []
         for group in groups:
             admission = state.admissions.get(group.spec.key)
-            if admission is not None and group.error is None and not group.spec.admitted:
+            if (
+                admission is not None
+                and group.error is None
+                and (not group.spec.admitted or self._planned(group, admission))
+            ):
                 found.append((group, admission))
         return found
 
     def _resume(
         self, step: _Step, view: ClusterView, interrupted: Sequence[tuple[_Group, Admission]]
     ) -> None:
-        """Finish interrupted admissions with the binds they decided, or, if any of them can
-        no longer be finished, evict what they bound and requeue them all (groups admitted
-        together stand or fall together): never a gang left partly bound."""
-        plans: list[tuple[_Group, Admission, Slots]] = []
+        """Finish interrupted admissions with the binds they decided, or, where a decided node
+        cannot take its pod any more, with the group's unbound members placed again next to
+        its bound ones. If any of them cannot be finished, evict what they bound and requeue
+        them all (groups admitted together stand or fall together): never a gang left partly
+        bound."""
+        plans: list[tuple[_Group, Admission, Slots, bool]] = []
         for group, admission in interrupted:
-            remaining = self._remaining(view, group, admission)
-            if isinstance(remaining, str):
-                for each, _ in interrupted:
-                    self._revoke(step, each, f"{group.spec.name}: {remaining}")
-                return
-            plans.append((group, admission, remaining))
-        for group, admission, slots in plans:
+            spec, found = group.spec, group.members
+            slots = self._planned(group, admission)
+            count = len(found.bound) + len(found.succeeded) + len(slots)
+            if count < spec.min_count:
+                why = f"{count} of minCount {spec.min_count} member(s) left to finish it"
+            elif (refusal := view.refusal(slots)) is None:
+                plans.append((group, admission, slots, False))
+                continue
+            else:
+                again = self._place(view, view.state.topology.levels, group)
+                if not isinstance(again, str):
+                    # Charged now: another group of the Workload is placed after it.
+                    view.assume(again)
+                    plans.append((group, admission, again, True))
+                    continue
+                why = refusal
+            for each, _ in interrupted:
+                self._revoke(step, each, f"{spec.name}: {why}")
+            return
+        for group, admission, slots, placed_again in plans:
+            how = "placed again" if placed_again else "left"
             step.reason(
                 f"AdmissionResumed: {group.spec.namespace}/{group.spec.name}: "
-                f"{len(slots)} bind(s) left of decision {admission.decision}"
+                f"{len(slots)} bind(s) {how} of decision {admission.decision}"
             )
-            self._admit(step, view, group.spec, slots, group.members.bound)
+            self._admit(step, view, group.spec, slots, group.members.bound, assumed=placed_again)
 
-    def _remaining(self, view: ClusterView, group: _Group, admission: Admission) -> Slots | str:
-        """The binds an interrupted admission still has to make, each to the node it decided,
-        or why it cannot be finished: too few of its members are left (bound, finished, or
-        still the very pod it placed) or their nodes cannot take them any more."""
-        spec, found = group.spec, group.members
+    @staticmethod
+    def _planned(group: _Group, admission: Admission) -> Slots:
+        """The admission's binds still to make: its unbound pods (the very pods it placed),
+        each with the node it decided."""
+        spec, planned = group.spec, admission.binds
         slots: Slots = []
-        for pod in found.pending:
-            planned = admission.binds.get(f"{spec.cluster}/{pod.namespace}/{pod.name}")
-            if planned is not None and planned[0] == pod.uid:
-                slots.append((pod, planned[1]))
-        count = len(found.bound) + len(found.succeeded) + len(slots)
-        if count < spec.min_count:
-            return f"{count} of minCount {spec.min_count} member(s) left to finish it"
-        refusal = view.refusal(slots)
-        if refusal is not None:
-            return refusal
+        for pod in group.members.pending:
+            bind = planned.get(f"{spec.cluster}/{pod.namespace}/{pod.name}")
+            if bind is not None and bind[0] == pod.uid:
+                slots.append((pod, bind[1]))
         return slots
 
     def _revoke(self, step: _Step, group: _Group, why: str) -> None:

@@ -19,6 +19,7 @@ from tests.daemon.controllers.gang.test_workloads import SERVE, ratio_world
 from tests.daemon.controllers.gang_builders import (
     CLUSTER,
     NS,
+    RACK,
     binds,
     blocker,
     deletes,
@@ -91,12 +92,19 @@ def fill_a_planned_node(world: GangWorld, planned: dict[str, str]) -> None:
     world.add(blocker("squatter", planned[f"g-{SIZE - 1:02d}"], 8))
 
 
+def fill_every_node(world: GangWorld, _: dict[str, str]) -> None:
+    for i, node in enumerate(sorted(world.state.nodes.values(), key=lambda n: n.name)):
+        world.add(blocker(f"squatter-{i}", node.name, 8))
+
+
 @dataclass(frozen=True)
 class Case:
     bound: int
     meanwhile: Callable[[GangWorld, dict[str, str]], None] | None
     # None: finished with the remaining binds; else the start of the requeue's reason.
     revoked: str | None = None
+    # The remaining members placed again (a decided node cannot take its pod any more).
+    again: bool = False
 
 
 CASES = {
@@ -107,9 +115,12 @@ CASES = {
     "members finished while it was down": Case(SIZE // 2, finish_two),
     "a placed member deleted": Case(SIZE // 2, delete_a_pending_member, "g: 7 of minCount 8"),
     "a placed member made again": Case(SIZE // 2, replace_a_pending_member, "g: 7 of minCount 8"),
-    "a decided node gone": Case(SIZE // 2, remove_a_planned_node, "g: node b0-r"),
-    "a decided node cordoned": Case(SIZE // 2, cordon_a_planned_node, "g: node b0-r"),
-    "a decided node filled": Case(SIZE // 2, fill_a_planned_node, "g: node b0-r"),
+    "a decided node gone": Case(SIZE // 2, remove_a_planned_node, again=True),
+    "a decided node cordoned": Case(SIZE // 2, cordon_a_planned_node, again=True),
+    "a decided node filled": Case(SIZE // 2, fill_a_planned_node, again=True),
+    "a decided node filled, and no room elsewhere": Case(
+        SIZE // 2, fill_every_node, "g: node b0-r"
+    ),
 }
 
 
@@ -123,9 +134,17 @@ def test_an_admission_cut_short_is_finished_from_the_log_or_undone_whole(case: C
     assert decision is not None
     world.carry_out(decision, world.log(key("g"), decision))
     written = status_conditions(decision, "g")["PodGroupScheduled"]
-    if case.revoked is None:
+    if case.again:
         assert written["status"] == "True"
-        assert "AdmissionResumed" in decision.reason
+        assert "bind(s) placed again of decision" in decision.reason
+        assert set(binds(decision)) == {n for n in planned if n not in before}
+        assert deletes(decision) == []
+        members = [p for p in world.state.pods.values() if p.pod_group == "g"]
+        assert all(p.node_name for p in members), "every member bound"
+        assert not world.state.admissions, "seen whole: nothing left to finish"
+    elif case.revoked is None:
+        assert written["status"] == "True"
+        assert "bind(s) left of decision" in decision.reason
         assert binds(decision) == {n: planned[n] for n in planned if n not in before}
         assert deletes(decision) == []
         live = [p for p in world.state.pods.values() if p.phase != "Succeeded"]
@@ -214,3 +233,100 @@ def test_role_groups_admitted_together_are_finished_or_undone_together(
         assert (prefill["status"], decode["status"]) == ("True", "True")
         assert binds(again) == {n: node for n, node in planned.items() if "decode" in n}
     assert not world.state.admissions
+
+
+def refused(world: GangWorld, group: str, failing: int, *, status: bool = True) -> dict[str, str]:
+    """Admit `group`, the API server refusing (409) the last `failing` of its binds and,
+    unless `status`, its ``PodGroupScheduled=True``; returns the binds it decided."""
+    decision = world.decide(key(group))
+    assert decision is not None
+    assert decision.reason.startswith("Admitted")
+    seq = world.log(key(group), decision)
+    planned = binds(decision)
+    refuse = set(sorted(planned)[len(planned) - failing :])
+    for index, intent in enumerate(decision.intents):
+        ok = (
+            intent.name not in refuse
+            if isinstance(intent, Bind)
+            else status or intent.kind != "PodGroup"
+        )
+        if ok:
+            world.apply(intent)
+        outcome = Outcome(at=world.now, decision=seq, index=index, ok=ok, code=200 if ok else 409)
+        fold(world.state, world.state.seq + 1, outcome)
+    assert not world.state.awaiting
+    assert len(world.placed(group)) == len(planned) - failing
+    return planned
+
+
+@pytest.mark.parametrize("status", [True, False], ids=["status written", "status refused"])
+def test_binds_the_api_server_refused_are_made_again_where_they_were_decided(status: bool) -> None:
+    world = GangWorld(nodes())
+    world.add(podgroup("g", SIZE), *members("g", SIZE))
+    planned = refused(world, "g", 2, status=status)
+    again = world.decide(key("g"))
+    assert again is not None
+    assert "AdmissionResumed: ns/g: 2 bind(s) left of decision" in again.reason
+    world.carry_out(again, world.log(key("g"), again))
+    assert world.placed("g") == planned
+    assert world.condition("g")["status"] == "True"
+    assert not world.state.admissions
+
+
+@pytest.mark.parametrize("status", [True, False], ids=["status written", "status refused"])
+def test_refused_binds_whose_room_was_taken_are_placed_again_next_to_the_bound_members(
+    status: bool,
+) -> None:
+    """The refused binds gave their room back; a pod of another kind took it before the
+    group's next pass. The members left are placed in the rack of those bound."""
+    world = GangWorld(nodes("blocks=1,racks=2,hosts=3,gpus=4"))
+    world.add(podgroup("g", 6, topology_key=RACK), *members("g", 6))
+    planned = refused(world, "g", 2, status=status)
+    taken = {planned[n] for n in planned if n not in world.placed("g")}
+    for i, node in enumerate(sorted(taken)):
+        world.add(blocker(f"squatter-{i}", node, 4))
+    again = world.decide(key("g"))
+    assert again is not None
+    assert "2 bind(s) placed again of decision" in again.reason, again.reason
+    assert deletes(again) == []
+    world.carry_out(again, world.log(key("g"), again))
+    placed = world.placed("g")
+    assert len(placed) == 6
+    assert {world.rack_of(node) for node in placed.values()} == {world.rack_of(min(taken))}
+
+
+@pytest.mark.parametrize("status", [True, False], ids=["status written", "status refused"])
+def test_refused_binds_with_no_room_left_evict_the_bound_members_and_requeue(status: bool) -> None:
+    world = GangWorld(nodes("blocks=1,racks=2,hosts=3,gpus=4"))
+    world.add(podgroup("g", 6, topology_key=RACK), *members("g", 6))
+    refused(world, "g", 2, status=status)
+    bound = sorted(world.placed("g"))
+    rack = {world.rack_of(node) for node in world.placed("g").values()}
+    for i, node in enumerate(sorted(world.state.nodes.values(), key=lambda n: n.name)):
+        if world.rack_of(node.name) in rack:
+            world.add(blocker(f"squatter-{i}", node.name, 4))
+    again = world.decide(key("g"))
+    assert again is not None
+    assert deletes(again) == bound, "never left partly bound"
+    written = status_conditions(again, "g")["PodGroupScheduled"]
+    assert (written["status"], written["reason"]) == ("False", "Unschedulable")
+    assert written["message"].startswith(INTERRUPTED)
+
+
+def test_an_admission_seen_admitted_before_its_binds_is_kept_until_they_are_seen() -> None:
+    world = GangWorld(nodes())
+    world.add(podgroup("g", 2), *members("g", 2))
+    decision = world.decide(key("g"))
+    assert decision is not None
+    world.log(key("g"), decision)
+    group_key = f"{CLUSTER}/{NS}/g"
+    first, second = [i for i in decision.intents if isinstance(i, Bind)]
+    for intent in decision.intents:
+        if not isinstance(intent, Bind):
+            world.apply(intent)
+    assert world.condition("g")["status"] == "True"
+    assert group_key in world.state.admissions, "its pods are not bound yet"
+    world.apply(first)
+    assert group_key in world.state.admissions, "one is not bound yet"
+    world.apply(second)
+    assert group_key not in world.state.admissions
