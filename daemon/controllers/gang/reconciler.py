@@ -911,9 +911,9 @@ class GangReconciler:
     ) -> None:
         """Finish interrupted admissions with the binds they decided, or, where a decided node
         cannot take its pod any more, with the group's unbound members placed again next to
-        its bound ones. If any of them cannot be finished, evict what they bound and requeue
-        them all (groups admitted together stand or fall together): never a gang left partly
-        bound."""
+        its bound ones (if it has any). If any of them cannot be finished, evict what they
+        bound and requeue them all (groups admitted together stand or fall together): never a
+        gang left partly bound."""
         plans: list[tuple[_Group, Admission, Slots, bool]] = []
         for group, admission in interrupted:
             spec, found = group.spec, group.members
@@ -925,13 +925,15 @@ class GangReconciler:
                 plans.append((group, admission, slots, False))
                 continue
             else:
-                again = self._place(view, view.state.topology.levels, group)
+                why = refusal
+                # Only next to members already bound: they hold the group to the domain its
+                # admission chose (the leader's, in a Workload that places one first).
+                again = self._place(view, view.state.topology.levels, group) if found.bound else ""
                 if not isinstance(again, str):
                     # Charged now: another group of the Workload is placed after it.
                     view.assume(again)
                     plans.append((group, admission, again, True))
                     continue
-                why = refusal
             for each, _ in interrupted:
                 self._revoke(step, each, f"{spec.name}: {why}")
             return

@@ -118,6 +118,7 @@ CASES = {
     "a decided node gone": Case(SIZE // 2, remove_a_planned_node, again=True),
     "a decided node cordoned": Case(SIZE // 2, cordon_a_planned_node, again=True),
     "a decided node filled": Case(SIZE // 2, fill_a_planned_node, again=True),
+    "a decided node filled, no member bound yet": Case(0, fill_a_planned_node, "g: node b0-r"),
     "a decided node filled, and no room elsewhere": Case(
         SIZE // 2, fill_every_node, "g: node b0-r"
     ),
