@@ -4,10 +4,11 @@ violations; exits 1 if any run broke an invariant.
     python -m tests.chaos [--seed N] [--runs N] [--fault NAME ...] [--size short|full]
                           [--jobs N]
 
-Run k of a fault uses seed N + k, so a violation is reproduced with `--fault NAME --seed
-N+k --runs 1`. Runs on simulated clusters go `--jobs` at a time (2): such a run keeps under
-half of one core busy, most of it waiting for its load's pods to run. Runs on the real
-control plane go one at a time, after them: its kube-apiserver and etcd take the machine."""
+Run k of a fault uses seed N + k, so a violation is played again with `--fault NAME
+--seed N+k --runs 1` (timing plays its part too: a violating run keeps its logs). Runs on
+simulated clusters go `--jobs` at a time (2): such a run keeps under half of one core busy,
+most of it waiting for its load's pods to run. Runs on the real control plane go one at a
+time, after them: its kube-apiserver and etcd take the machine."""
 
 from __future__ import annotations
 

@@ -193,9 +193,9 @@ def _settled(old: Pod | None, new: Pod | None) -> bool:
     finished or deleted."""
     if new is None:
         return True
-    if old is None:
-        return bool(new.node_name) or new.terminal
-    return bool(new.node_name) > bool(old.node_name) or new.terminal > old.terminal
+    bound = bool(new.node_name) and (old is None or not old.node_name)
+    finished = new.terminal and (old is None or not old.terminal)
+    return bound or finished
 
 
 def _admission_bound(state: State, group_key: str) -> None:

@@ -928,12 +928,13 @@ class GangReconciler:
                 why = refusal
                 # Only next to members already bound: they hold the group to the domain its
                 # admission chose (the leader's, in a Workload that places one first).
-                again = self._place(view, view.state.topology.levels, group) if found.bound else ""
-                if not isinstance(again, str):
-                    # Charged now: another group of the Workload is placed after it.
-                    view.assume(again)
-                    plans.append((group, admission, again, True))
-                    continue
+                if found.bound:
+                    again = self._place(view, view.state.topology.levels, group)
+                    if not isinstance(again, str):
+                        # Charged now: another group of the Workload is placed after it.
+                        view.assume(again)
+                        plans.append((group, admission, again, True))
+                        continue
             for each, _ in interrupted:
                 self._revoke(step, each, f"{spec.name}: {why}")
             return
